@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from forge_eval import write_atomic
 from forge_eval.cli import main
+from forge_gates import atomic_write_text
 
 TASKS = [f"task-{i:02d}" for i in range(12)]
 
@@ -138,12 +138,12 @@ def test_help(command: list[str], capsys) -> None:
 
 def test_write_atomic_keeps_old_file_on_failure(tmp_path: Path, monkeypatch) -> None:
     target = tmp_path / "report.json"
-    write_atomic(target, "old\n")
+    atomic_write_text(target, "old\n")
 
     def boom(*_args: object) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(OSError, match="disk full"):
-        write_atomic(target, "new\n")
+        atomic_write_text(target, "new\n")
     assert target.read_text() == "old\n" and os.listdir(tmp_path) == ["report.json"]

@@ -44,7 +44,9 @@ def test_fresh_venv_install_runs_score(tmp_path: Path, harbor: SimpleNamespace) 
     subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True,
                    timeout=60)  # fmt: skip
     python = venv / "bin" / "python"
-    install = [uv, "pip", "install", "-q", "--python", str(python), str(PACKAGE)]
+    # forge-eval and the one sibling it needs (forge-gates: pydantic and packaging only)
+    gates = PACKAGE.parent / "forge-gates"
+    install = [uv, "pip", "install", "-q", "--python", str(python), str(gates), str(PACKAGE)]
     done = subprocess.run([*install, "--offline"], capture_output=True, text=True, timeout=120)
     if done.returncode != 0:  # not in uv's cache yet: allow the index once
         done = subprocess.run(install, capture_output=True, text=True, timeout=120)
@@ -53,7 +55,7 @@ def test_fresh_venv_install_runs_score(tmp_path: Path, harbor: SimpleNamespace) 
     listed = subprocess.run([uv, "pip", "list", "--python", str(python), "--format", "json"],
                             capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
     names = {p["name"].lower() for p in json.loads(listed.stdout)}
-    assert "forge-eval" in names and "pydantic" in names
+    assert {"forge-eval", "forge-gates", "pydantic"} <= names
     assert not names & {"numpy", "torch", "scipy", "statsmodels", "pandas"}, names
     job = harbor.write_job(tmp_path, "run", harbor.panel_trials({"a"}, ["a", "b", "c"]))
     out = tmp_path / "report.json"

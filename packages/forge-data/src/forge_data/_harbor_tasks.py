@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from forge_data._fingerprint import directory_files, files_fingerprint
 from forge_data._models import Problem, ReadReport, Task
+from forge_gates import sha256_canonical, tree_files
 
 REQUIRED_FILES = ("task.toml", "instruction.md", "tests/test.sh")
 _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)", re.IGNORECASE | re.MULTILINE)
@@ -69,7 +69,7 @@ def read_harbor_task(task_dir: str | Path) -> Task:
         match = _FROM.search(dockerfile.read_text(encoding="utf-8"))
         base_image = match.group(1) if match else None
     # 4. fingerprint over every file of the task
-    files = directory_files(root)
+    files = tree_files(root)
     repository = metadata.get("repository", "")
     difficulty = metadata.get("difficulty")
     extra = {k: v for k, v in metadata.items() if k not in _KNOWN_METADATA}
@@ -86,7 +86,7 @@ def read_harbor_task(task_dir: str | Path) -> Task:
             fail_to_pass=_string_list(metadata.get("fail_to_pass"), "fail_to_pass"),
             pass_to_pass=_string_list(metadata.get("pass_to_pass"), "pass_to_pass"),
             difficulty=None if difficulty is None else str(difficulty),
-            fingerprint=files_fingerprint(files),
+            fingerprint=sha256_canonical(files),
             files=files,
             metadata=extra,
         )

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forge_data._errors import DataError
 from forge_data._freeze import CandidateStats, FreezePlan, FreezeSpec, Shortfall
-from forge_data._models import SHA256_PATTERN, SPLITS, SplitName, Task, sha256_json
-from forge_gates import atomic_write_json, atomic_write_text
+from forge_data._models import SHA256_PATTERN, SPLITS, SplitName, Task
+from forge_gates import atomic_write_json, atomic_write_text, read_jsonl, sha256_canonical
 
 MANIFEST_FORMAT = "forge-data/split-manifest"
 MANIFEST_SCHEMA_VERSION = 1
@@ -92,7 +92,7 @@ class Manifest(BaseModel):
 
 def semantic_sha256(raw: dict[str, Any]) -> str:
     """The semantic hash of a manifest mapping: everything but `sha256` and `created_at`."""
-    return sha256_json({k: v for k, v in raw.items() if k not in _UNHASHED})
+    return sha256_canonical({k: v for k, v in raw.items() if k not in _UNHASHED})
 
 
 def build_manifest(plan: FreezePlan, tasks: dict[str, Task], oracle: OracleProvenance) -> Manifest:
@@ -186,4 +186,4 @@ def load_manifest(folder: str | os.PathLike[str]) -> Manifest:
 def read_split_tasks(folder: str | os.PathLike[str], split: SplitName) -> list[Task]:
     """The task records of one split of a frozen folder, in manifest order."""
     path = Path(folder) / f"{split}.jsonl"
-    return [Task.model_validate_json(line) for line in path.read_text("utf-8").splitlines() if line]
+    return [Task.model_validate(value) for value in read_jsonl(path)]

@@ -6,26 +6,15 @@ record, so frozen manifests do not depend on where the inputs happened to lie.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from forge_gates import canonical_json
+from forge_gates import sha256_canonical
 
 SplitName = Literal["train", "validation", "test"]
 SPLITS: tuple[SplitName, ...] = ("train", "validation", "test")
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
-
-
-def sha256_text(text: str) -> str:
-    """Hex SHA-256 of UTF-8 text."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def sha256_json(obj: Any) -> str:
-    """Hex SHA-256 of the canonical JSON form of `obj` (sorted keys, no whitespace)."""
-    return sha256_text(canonical_json(obj))
 
 
 class Task(BaseModel):
@@ -69,7 +58,7 @@ class Task(BaseModel):
 
     def record_sha256(self) -> str:
         """SHA-256 of this record's canonical JSON: changes when any field changes."""
-        return sha256_json(self.model_dump(mode="json"))
+        return sha256_canonical(self.model_dump(mode="json"))
 
 
 class Problem(BaseModel):

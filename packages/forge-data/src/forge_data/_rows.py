@@ -25,7 +25,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from forge_data._errors import DataError
-from forge_data._models import Problem, ReadReport, Task, sha256_json
+from forge_data._models import Problem, ReadReport, Task
+from forge_gates import iter_jsonl, sha256_canonical
 
 _MAPPED = {
     "instance_id",
@@ -76,7 +77,7 @@ def task_from_row(row: Mapping[str, Any], *, source: str | None = None) -> Task:
             fail_to_pass=_tests(row, "FAIL_TO_PASS"),
             pass_to_pass=_tests(row, "PASS_TO_PASS"),
             difficulty=None if difficulty is None else str(difficulty),
-            fingerprint=sha256_json(dict(row)),
+            fingerprint=sha256_canonical(dict(row)),
             metadata={k: v for k, v in row.items() if k not in _MAPPED},
         )
     except (ValidationError, TypeError) as exc:
@@ -108,17 +109,11 @@ def tasks_from_rows(
 
 
 def _jsonl_rows(path: Path) -> Iterable[tuple[str, Any]]:
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield f"{path}:{number}", json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield (
-                    f"{path}:{number}",
-                    Problem(location=f"{path}:{number}", reason=f"not valid JSON: {exc.msg}"),
-                )
+    for line in iter_jsonl(path):
+        if line.error is None:
+            yield line.where, line.value
+        else:
+            yield line.where, Problem(location=line.where, reason=f"not valid {line.error[4:]}")
 
 
 def read_jsonl_rows(

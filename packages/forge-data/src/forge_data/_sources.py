@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from forge_data._errors import DataError
 from forge_data._harbor_tasks import read_harbor_tasks
 from forge_data._models import Problem, ReadReport, Task
 from forge_data._rows import Progress, read_jsonl_rows, read_parquet_rows
-from forge_gates import atomic_write_text
+from forge_gates import atomic_write_text, iter_jsonl
 
 
 def read_task_records(path: str | os.PathLike[str]) -> ReadReport:
@@ -28,15 +27,16 @@ def read_task_records(path: str | os.PathLike[str]) -> ReadReport:
     file = Path(path)
     tasks: list[Task] = []
     problems: list[Problem] = []
-    for number, line in enumerate(file.read_text("utf-8").splitlines(), start=1):
-        if not line.strip():
+    for line in iter_jsonl(file):
+        if line.error is not None:
+            problems.append(Problem(location=line.where, reason=line.error))
             continue
         try:
-            tasks.append(Task.model_validate_json(line))
+            tasks.append(Task.model_validate_json(line.text))
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(part) for part in error["loc"]) or "record"
-            problems.append(Problem(location=f"{file}:{number}", reason=f"{where}: {error['msg']}"))
+            problems.append(Problem(location=line.where, reason=f"{where}: {error['msg']}"))
     return ReadReport(tasks=tuple(tasks), problems=tuple(problems))
 
 
@@ -47,14 +47,8 @@ def write_task_records(path: str | os.PathLike[str], tasks: list[Task] | tuple[T
 
 
 def _first_record(path: Path) -> dict | None:
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                try:
-                    first = json.loads(line)
-                except json.JSONDecodeError:
-                    return None
-                return first if isinstance(first, dict) else None
+    for line in iter_jsonl(path):
+        return line.value if isinstance(line.value, dict) else None
     return None
 
 

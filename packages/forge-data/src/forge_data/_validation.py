@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from forge_data._errors import raise_all
-from forge_data._models import SHA256_PATTERN, sha256_json
-from forge_gates import Check, gate
+from forge_data._models import SHA256_PATTERN
+from forge_gates import Check, gate, sha256_canonical
 
 VALIDATION_SUBSET_GATE = "TRAIN_VALIDATION_SUBSET_GATE_PASSED"
 CONTRACT_SCHEMA_VERSION = 1
@@ -100,7 +100,7 @@ def choose_validation_subset(
     )
     return ValidationSubset(
         task_ids=tuple(chosen),
-        sha256=sha256_json(chosen),
+        sha256=sha256_canonical(chosen),
         seed=seed,
         full_validation=n,
         train=len(set(train_ids)),

@@ -16,7 +16,6 @@ attempt's. Re-appending a verdict identical to the current one is a no-op.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -25,9 +24,8 @@ from pathlib import Path
 from pydantic import ConfigDict, Field, ValidationError
 
 from forge_data._errors import raise_all, violation
-from forge_data._models import sha256_json
 from forge_data._verdicts import Verdict
-from forge_gates import Violation, atomic_write_bytes
+from forge_gates import Violation, atomic_write_bytes, iter_jsonl, sha256_canonical
 
 VERDICT_SCHEMA_VERSION = 1
 
@@ -61,19 +59,15 @@ def read_verdicts(path: str | os.PathLike[str]) -> list[VerdictRecord]:
     records: list[VerdictRecord] = []
     problems: list[Violation] = []
     latest: dict[str, int] = {}
-    lines = file.read_text(encoding="utf-8").splitlines()
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
+    for line in iter_jsonl(file):
+        where = line.where
+        if line.error is not None:
+            problems.append(_bad_line(where, "a verdict line (schema_version 1)", line.error))
             continue
-        where = f"{file}:{number}"
         try:
-            record = VerdictRecord.model_validate(json.loads(raw))
-        except (json.JSONDecodeError, ValidationError) as exc:
-            first = (
-                str(exc).splitlines()[0]
-                if isinstance(exc, json.JSONDecodeError)
-                else (f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}")
-            )
+            record = VerdictRecord.model_validate(line.value)
+        except ValidationError as exc:
+            first = f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}"
             problems.append(_bad_line(where, "a verdict line (schema_version 1)", first))
             continue
         expected_seq = len(records) + 1
@@ -113,7 +107,7 @@ def latest_verdicts(records: Iterable[VerdictRecord]) -> dict[str, VerdictRecord
 def verdicts_digest(records: Iterable[Verdict]) -> str:
     """SHA-256 of the decisions only (task, verdict, rewards), sorted by task: no timestamps."""
     rows = sorted((r.task_id, r.verdict, r.nop_rewards, r.oracle_rewards) for r in records)
-    return sha256_json(rows)
+    return sha256_canonical(rows)
 
 
 def append_verdicts(

@@ -28,10 +28,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from forge_data._errors import violation
-from forge_data._fingerprint import diff_files, directory_files
+from forge_data._fingerprint import diff_files
 from forge_data._manifest import MANIFEST_NAME, Manifest, semantic_sha256
 from forge_data._models import SPLITS, Task
-from forge_gates import Violation
+from forge_gates import Violation, iter_jsonl, tree_files
 
 _REFREEZE = "restore the folder from a trusted copy or freeze a new split (never edit one)"
 
@@ -96,15 +96,14 @@ def _split_file_rules(folder: Path, manifest: Manifest) -> tuple[list[Violation]
             found.add("split.file_missing", f"{path}", "no such file")
             continue
         ids: list[str] = []
-        for number, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
+        for line in iter_jsonl(path):
             try:
-                task = Task.model_validate_json(line)
-            except ValidationError as exc:
-                found.add(
-                    "split.bad_line", "a task record", f"{path}:{number}: {exc.errors()[0]['msg']}"
-                )
+                if line.error is not None:
+                    raise ValueError(line.error)
+                task = Task.model_validate_json(line.text)
+            except ValueError as exc:
+                reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+                found.add("split.bad_line", "a task record", f"{line.where}: {reason}")
                 continue
             ids.append(task.id)
             records.append(task)
@@ -113,7 +112,7 @@ def _split_file_rules(folder: Path, manifest: Manifest) -> tuple[list[Violation]
                 found.add(
                     "task.record_changed",
                     f"record of {task.id} with sha256 {entry.record_sha256[:12]}",
-                    f"{task.record_sha256()[:12]} ({path}:{number})",
+                    f"{task.record_sha256()[:12]} ({line.where})",
                 )
         for task_id in sorted(set(ids) - set(expected)):
             found.add(
@@ -137,7 +136,7 @@ def _task_dir_rules(tasks_root: Path, records: list[Task]) -> list[Violation]:
         if not task_dir.is_dir():
             found.add("task.dir_missing", task_dir, "no such folder", "restore the task folder")
             continue
-        changes = diff_files(task.files, directory_files(task_dir))
+        changes = diff_files(task.files, tree_files(task_dir))
         named = [f"{kind} {path}" for kind, paths in changes.items() for path in paths]
         if named:
             found.add(

@@ -4,7 +4,7 @@ Per panel (never mixed across panels): benchmark and scoreable Pass@1 with Wilso
 intervals, infrastructure vs agent errors from one table, token and step means, pass@k and
 pass^k with task-clustered standard errors; paired comparisons with exact McNemar p and a
 Newcombe interval; a protocol hash that refuses unlike comparisons; checkpoint selection.
-Depends on pydantic only.
+Depends on pydantic and forge-gates (pydantic-only) alone: no torch, no numpy.
 
 Usage::
 
@@ -21,7 +21,6 @@ Command line: `forge-eval score|compare|select|report --help`.
 
 from forge_eval._compare import Comparison, PanelComparison, TaskPair, compare_jobs
 from forge_eval._errors import ForgeEvalError, NotComparableError
-from forge_eval._io import canonical_json, sha256_canonical, write_atomic
 from forge_eval._outcomes import ERROR_TABLE, ErrorRule, Outcome, classify
 from forge_eval._protocol import Protocol, protocol_of, protocol_sha256
 from forge_eval._reader import Attempt, Job, read_job
@@ -58,7 +57,6 @@ __all__ = [
     "Selection",
     "TaskPair",
     "__version__",
-    "canonical_json",
     "classify",
     "clustered_mean",
     "compare_jobs",
@@ -73,7 +71,5 @@ __all__ = [
     "score_job",
     "score_path",
     "select_checkpoint",
-    "sha256_canonical",
     "wilson_interval",
-    "write_atomic",
 ]

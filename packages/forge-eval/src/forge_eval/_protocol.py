@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forge_eval._errors import ForgeEvalError
 from forge_eval._harbor_models import AgentConfig, TrialResult
-from forge_eval._io import sha256_canonical
 from forge_eval._reader import Job
+from forge_gates import sha256_canonical
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "model_revision": ("model_revision", "revision"),

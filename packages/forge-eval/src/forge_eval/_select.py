@@ -7,7 +7,6 @@ nothing is ever deleted: this only reads and recommends.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forge_eval._errors import ForgeEvalError
 from forge_eval._stats import jaccard
+from forge_gates import iter_jsonl
 
 SELECT_SCHEMA = "forge-eval/select@1"
 DEFAULT_PATIENCE = 3
@@ -117,19 +117,16 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
             fix="pass the run's validation-metrics.jsonl",
         )
     rows: dict[int, dict[str, Any]] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{path} line {number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
+    for line in iter_jsonl(path):
+        where = f"{path} line {line.number}"
+        if line.error is not None:
             raise ForgeEvalError(
                 where,
                 expected="one JSON object per line",
-                found=exc.msg,
+                found=line.error,
                 fix="repair or drop the truncated line",
-            ) from exc
+            )
+        record = line.value
         row = _check_row(record, where)
         if row["step"] in rows:
             raise ForgeEvalError(

@@ -16,12 +16,13 @@ from pydantic import BaseModel
 from forge_eval import __version__
 from forge_eval._compare import compare_jobs
 from forge_eval._errors import ForgeEvalError, NotComparableError
-from forge_eval._io import write_atomic
+from forge_eval._html import render_html
 from forge_eval._protocol import Protocol
 from forge_eval._reader import read_job
 from forge_eval._score import score_job
 from forge_eval._select import DEFAULT_PATIENCE, select_checkpoint
 from forge_eval._tables import render_comparison, render_report, render_selection
+from forge_gates import atomic_write_text
 
 EPILOG = """examples:
   forge-eval score jobs/2026-11-29__10-00-00
@@ -169,7 +170,7 @@ def _emit(model: BaseModel, json_out: str | None, text: str) -> None:
     if json_out == "-":
         sys.stdout.write(payload)
     else:
-        write_atomic(Path(json_out), payload)
+        atomic_write_text(Path(json_out), payload)
         print(text)
         print(f"\nwrote {json_out}")
 
@@ -214,8 +215,6 @@ def _run(args: argparse.Namespace) -> int:
         selection = select_checkpoint(args.metrics, patience=args.patience)
         _emit(selection, args.json, render_selection(selection))
     else:
-        from forge_eval._html import render_html  # only this command needs it
-
         runs = _named(args.runs)
         jobs = [(name, read_job(path, **options)) for name, path in runs]
         reports = [(name, score_job(job)) for name, job in jobs]
@@ -226,7 +225,7 @@ def _run(args: argparse.Namespace) -> int:
             except NotComparableError as exc:
                 refusal = str(exc)
                 print(f"forge-eval report: comparison left out: {exc}", file=sys.stderr)
-        write_atomic(args.html, render_html(reports, comparison, refusal))
+        atomic_write_text(args.html, render_html(reports, comparison, refusal))
         for name, report in reports:
             print(f"== {name}\n{render_report(report)}\n")
         print(f"wrote {args.html}")

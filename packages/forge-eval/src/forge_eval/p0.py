@@ -23,9 +23,33 @@ from pathlib import Path
 from typing import Any
 
 from forge_eval._compare import compare_jobs
-from forge_eval._io import canonical_json, write_atomic
+from forge_eval._html import render_html
 from forge_eval._reader import read_job
 from forge_eval._score import score_job
+from forge_eval._tables import render_comparison
+from forge_gates import (
+    Check,
+    GateError,
+    RunSpec,
+    atomic_write_text,
+    gate,
+    new_run_dir,
+    record_gate,
+    sha256_canonical,
+    spec_sha256,
+    verify_run,
+    write_config_summary,
+)
+from forge_rollout import (
+    MINI_SWE_AGENT_VERSION,
+    LocalStack,
+    agent_config_from_spec,
+    check_endpoint,
+    resolve_model,
+    resolve_split,
+    run_rollouts,
+)
+from forge_sandbox import HarborTask, task_checksum
 
 JOBS_SCHEMA = "forge-eval/p0-jobs@1"
 BASE = "base"
@@ -38,14 +62,12 @@ def _adapter_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def _task_digest(task: Any) -> str:
-    from forge_sandbox import task_checksum
-
+def _task_digest(task: HarborTask) -> str:
     return f"{task.name}:{task_checksum(task.path)}"
 
 
 def run_p0(
-    spec: Any,
+    spec: RunSpec,
     checkpoints: dict[str, Path],
     *,
     run_dir: Path | None = None,
@@ -56,20 +78,6 @@ def run_p0(
 
     `checkpoints` maps candidate names to `global_step_N` folders; the name 'base' needs none.
     """
-    from forge_gates import (
-        Check,
-        GateError,
-        gate,
-        new_run_dir,
-        record_gate,
-        spec_sha256,
-        verify_run,
-        write_config_summary,
-    )
-    from forge_rollout._agent import MINI_SWE_AGENT_VERSION, AgentConfig
-    from forge_rollout._local_stack import LocalStack, resolve_model
-    from forge_rollout._runner import check_endpoint, resolve_split, run_rollouts
-
     ev = spec.eval
     # 1. candidates, panels and the protocol, before any folder exists
     check = Check("P0_PROTOCOL_GATE_PASSED")
@@ -90,15 +98,7 @@ def run_p0(
     gate(None, "P0_CANDIDATES_PASSED", check.violations, {"candidates": list(ev.candidates)})
     model_dir = resolve_model(spec, cache_dir)
     panels = {panel: resolve_split(spec.data.tasks, panel) for panel in ev.panels}
-    config = AgentConfig(
-        step_limit=spec.agent.step_limit,
-        command_timeout_s=spec.agent.command_timeout_s,
-        temperature=spec.agent.temperature,
-        top_p=spec.agent.top_p,
-        max_tokens=spec.agent.max_tokens,
-        seed=spec.seed,
-        format_error_limit=spec.agent.format_error_limit,
-    )
+    config = agent_config_from_spec(spec, "eval")
     protocol = {
         "model": str(model_dir),
         "revision": spec.model.revision,
@@ -116,7 +116,7 @@ def run_p0(
         "attempts": ev.attempts,
         "panels": {p: sorted(_task_digest(t) for t in tasks) for p, tasks in panels.items()},
     }
-    sha = hashlib.sha256(canonical_json(protocol).encode()).hexdigest()
+    sha = sha256_canonical(protocol)
     # 2. the run folder: spec, protocol, jobs.json
     run_dir = new_run_dir(spec, run_dir, runs_root)
     write_config_summary(run_dir, spec)
@@ -126,7 +126,7 @@ def run_p0(
         {"phase": "p0", "name": spec.name, "sha256": spec_sha256(spec)},
     )
     jobs = {n: {p: str(run_dir / "jobs" / n / p) for p in ev.panels} for n in ev.candidates}
-    write_atomic(
+    atomic_write_text(
         run_dir / "jobs.json",
         json.dumps(
             {"schema": JOBS_SCHEMA, "protocol": protocol, "protocol_sha256": sha, "jobs": jobs},
@@ -173,7 +173,7 @@ def run_p0(
                     )
                 )
                 report = score_job(read_job(job, panel=panel))
-                write_atomic(
+                atomic_write_text(
                     job / "report.json", report.model_dump_json(by_alias=True, indent=2) + "\n"
                 )
                 (score,) = report.panels
@@ -190,9 +190,6 @@ def run_p0(
                     },
                 )
     # 4. per panel: the paired comparison and its page
-    from forge_eval._html import render_html
-    from forge_eval._tables import render_comparison
-
     summary = {}
     a, b = ev.candidates
     for panel in ev.panels:
@@ -202,9 +199,9 @@ def run_p0(
             names=(a, b),
         )
         out = run_dir / f"comparison-{panel}.json"
-        write_atomic(out, comparison.model_dump_json(by_alias=True, indent=2) + "\n")
+        atomic_write_text(out, comparison.model_dump_json(by_alias=True, indent=2) + "\n")
         runs = [(f"{n}/{panel}", reports[panel][n]) for n in (a, b)]
-        write_atomic(run_dir / f"report-{panel}.html", render_html(runs, comparison))
+        atomic_write_text(run_dir / f"report-{panel}.html", render_html(runs, comparison))
         print(f"== {panel}: {a} vs {b}\n{render_comparison(comparison)}\n", flush=True)
         (pc,) = comparison.panels
         summary[panel] = {

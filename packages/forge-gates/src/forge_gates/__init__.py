@@ -9,6 +9,13 @@ Record a gate (prints `NAME key=value ...` and appends to `<run_dir>/gates.jsonl
                   found=budget, fix="raise context.actor_train_tokens")
     gate(run_dir, check.gate, check.violations, {"required": window})  # raises GateError
 
+Shared contracts (one definition each, used by every package)::
+
+    from forge_gates import canonical_json, sha256_canonical, tree_sha256, read_jsonl
+    sha256_canonical({"lr": 1.0}) == sha256_canonical({"lr": 1})   # numbers as values
+    tree_sha256("tasks/textkit-truncate-width")                    # a task folder's content hash
+    read_jsonl("runs/x/metrics.jsonl", torn_tail="skip")           # file:line on a bad line
+
 Load a checked run spec (shipped configs are named without a path) and verify a finished run::
 
     from forge_gates import load_spec, verify_run
@@ -20,8 +27,15 @@ from forge_gates._atomic import (
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
-    canonical_json,
     fsync_path,
+)
+from forge_gates._canonical import (
+    canonical_json,
+    file_sha256,
+    sha256_canonical,
+    sha256_text,
+    tree_files,
+    tree_sha256,
 )
 from forge_gates._checks import Check, GateError, Violation
 from forge_gates._config import (
@@ -31,6 +45,14 @@ from forge_gates._config import (
     shipped_configs,
     spec_sha256,
     validate_config,
+)
+from forge_gates._jsonl import (
+    JsonLine,
+    JsonLinesError,
+    append_jsonl,
+    iter_jsonl,
+    jsonl_line,
+    read_jsonl,
 )
 from forge_gates._ledger import (
     LEDGER_NAME,
@@ -78,6 +100,7 @@ from forge_gates._spec import (
     RunSpec,
     ScheduleSpec,
 )
+from forge_gates._versions import installed_version, parse_specifier, version_satisfies
 
 __all__ = [
     "CONFIG_SUMMARY",
@@ -90,6 +113,8 @@ __all__ = [
     "EvalSpec",
     "GateError",
     "GateRecord",
+    "JsonLine",
+    "JsonLinesError",
     "LoRASpec",
     "ModelSpec",
     "PPOSpec",
@@ -99,6 +124,7 @@ __all__ = [
     "RunSpec",
     "ScheduleSpec",
     "Violation",
+    "append_jsonl",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
@@ -110,26 +136,37 @@ __all__ = [
     "check_package_versions",
     "check_spec",
     "failed_name",
+    "file_sha256",
     "format_marker",
-    "fsync_path",
     "free_disk_gib",
+    "fsync_path",
     "gate",
     "gpu_count",
     "hint_spec",
     "host_memory_gib",
+    "installed_version",
+    "iter_jsonl",
+    "jsonl_line",
     "load_spec",
     "new_run_dir",
+    "parse_specifier",
     "phase_contract",
     "preflight",
     "read_config",
     "read_config_summary",
+    "read_jsonl",
     "read_ledger",
     "record_gate",
     "resolve_config",
+    "sha256_canonical",
+    "sha256_text",
     "shipped_configs",
     "spec_sha256",
+    "tree_files",
+    "tree_sha256",
     "validate_config",
     "verify_ledger",
     "verify_run",
+    "version_satisfies",
     "write_config_summary",
 ]

@@ -48,8 +48,3 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     """Write `obj` as indented, key-sorted JSON (with a trailing newline) atomically."""
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
-
-
-def canonical_json(obj: Any) -> str:
-    """The canonical JSON form hashed by Forge: sorted keys, no whitespace, UTF-8 kept."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -6,7 +6,6 @@ out-of-range value) and cross-field rule violations, each as a `Violation`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tomllib
 from importlib import resources
@@ -15,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from forge_gates._atomic import canonical_json
+from forge_gates._canonical import sha256_canonical
 from forge_gates._checks import GateError, Violation
 from forge_gates._rules import check_spec
 from forge_gates._spec import SKIP_RULES, RunSpec
@@ -151,4 +150,4 @@ def load_spec(name_or_path: str | Path | dict[str, Any]) -> RunSpec:
 
 def spec_sha256(spec: RunSpec) -> str:
     """SHA-256 of the spec's canonical JSON (what `config-summary.json` records)."""
-    return hashlib.sha256(canonical_json(spec.summary()).encode("utf-8")).hexdigest()
+    return sha256_canonical(spec.summary())

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from forge_gates._atomic import atomic_write_bytes
 from forge_gates._checks import GateError, Violation
+from forge_gates._jsonl import iter_jsonl
 
 LEDGER_NAME = "gates.jsonl"
 Scalar = str | int | float | bool | None
@@ -148,17 +149,17 @@ def read_ledger(run_dir: str | os.PathLike[str]) -> list[GateRecord]:
         )
     records: list[GateRecord] = []
     problems: list[Violation] = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not raw.strip():
-            continue
+    for line in iter_jsonl(path):
         try:
-            records.append(GateRecord.model_validate(json.loads(raw)))
-        except (json.JSONDecodeError, ValidationError) as exc:
+            if line.error is not None:
+                raise ValueError(line.error)
+            records.append(GateRecord.model_validate(line.value))
+        except (ValueError, ValidationError) as exc:
             problems.append(
                 Violation(
                     rule="ledger.line",
                     expected='{"gate": NAME, "fields": {...}, "at": ISO-8601}',
-                    found=f"{path}:{number}: {str(exc).splitlines()[0]}",
+                    found=f"{line.where}: {str(exc).splitlines()[0]}",
                     fix="the ledger was edited or corrupted; rerun the pipeline into a new folder",
                 )
             )

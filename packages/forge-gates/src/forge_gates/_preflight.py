@@ -7,15 +7,14 @@ installed package versions. `preflight(spec, run_dir)` runs the ones a spec impl
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 
 from forge_gates._checks import Violation
 from forge_gates._spec import RunSpec
+from forge_gates._versions import installed_version, parse_specifier, version_satisfies
 
 GIB = 1024**3
 INSTALL_HINTS = {
@@ -112,23 +111,13 @@ def check_executables(names: Sequence[str]) -> list[Violation]:
     ]
 
 
-def _release(version: str) -> tuple[int, ...]:
-    """Numeric release tuple of a version, ignoring local labels (`2.13.0+cpu` -> (2, 13, 0))."""
-    head = version.split("+", 1)[0]
-    return tuple(int(x) for x in re.findall(r"\d+", head.split("rc")[0].split("a")[0])[:4])
-
-
 def check_package_versions(requirements: Mapping[str, str]) -> list[Violation]:
-    """`{"torch": "==2.13.0", "peft": ">=0.13"}`: installed versions must satisfy each."""
+    """`{"torch": "==2.13.0", "peft": ">=0.17"}`: installed versions must satisfy each (PEP 440)."""
     out = []
     for name, spec in requirements.items():
-        match = re.fullmatch(r"\s*(==|>=|<=|>|<)\s*([\w.+-]+)\s*", spec)
-        if match is None:
-            raise ValueError(f"expected a requirement like '==1.2' or '>=1.2'; found {spec!r}")
-        op, wanted = match.groups()
-        try:
-            have = metadata.version(name)
-        except metadata.PackageNotFoundError:
+        parse_specifier(spec)  # a malformed requirement is a programming error: raise now
+        have = installed_version(name)
+        if have is None:
             out.append(
                 Violation(
                     rule=f"preflight.package.{name}",
@@ -137,12 +126,7 @@ def check_package_versions(requirements: Mapping[str, str]) -> list[Violation]:
                     fix=f"install {name}{spec} (nox does)",
                 )
             )
-            continue
-        a, b = _release(have), _release(wanted)
-        n = max(len(a), len(b))
-        a, b = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
-        ok = {"==": a == b, ">=": a >= b, "<=": a <= b, ">": a > b, "<": a < b}[op]
-        if not ok:
+        elif not version_satisfies(have, spec):
             out.append(
                 Violation(
                     rule=f"preflight.package.{name}",

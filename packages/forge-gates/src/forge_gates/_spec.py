@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
+from forge_gates._rules import check_spec
+
 Phase = Literal["smoke", "soak", "formal", "p0"]
 SKIP_RULES = "forge_gates.skip_rules"
 
@@ -208,8 +210,6 @@ class RunSpec(_Frozen):
     def _rules_hold(self, info: ValidationInfo) -> RunSpec:
         if info.context and info.context.get(SKIP_RULES):
             return self
-        from forge_gates._rules import check_spec
-
         violations = check_spec(self)
         if violations:
             raise ValueError(

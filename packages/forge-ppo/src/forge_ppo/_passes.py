@@ -16,7 +16,7 @@ import torch
 from forge_ppo._batch import Batch, collate, padded_tokens, row_length
 from forge_ppo._errors import PPOInputError
 from forge_ppo._microbatch import plan_micro_batches
-from forge_rollout._samples import SampleRow
+from forge_rollout.rows import SampleRow
 
 
 def task_mini_batches(task_ids: Sequence[str], tasks_per_mini_batch: int) -> list[list[int]]:

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import forge_data
+from forge_eval import select_checkpoint
 from forge_gates import (
     Check,
     GateError,
@@ -26,10 +28,14 @@ from forge_gates import (
     verify_run,
     write_config_summary,
 )
+from forge_ppo._checkpoint import save_checkpoint
+from forge_ppo._models import build_models
 from forge_ppo._plan import RunPlan, plan_run, rounds
-from forge_ppo._rollouts import agent_config, rollout_batch, validate
-from forge_ppo._runlog import RunLog, all_finite
-from forge_rollout._local_stack import LocalStack, resolve_model
+from forge_ppo._rollouts import rollout_batch, rollout_metrics, validate
+from forge_ppo._runlog import Curves, RunLog, all_finite, check_curves
+from forge_ppo._trainer import PPOTrainer
+from forge_rollout import LocalStack, agent_config_from_spec, resolve_model
+from forge_rollout.rows import ConversionStats, SampleRow, rows_from_job
 
 
 def budget_gates(spec: RunSpec, run_dir: Path) -> None:
@@ -59,13 +65,17 @@ def train(
     run_dir: Path | None = None,
     runs_root: Path = Path("runs"),
     cache_dir: Path = Path(".cache/forge"),
+    curves: Curves = "auto",
 ) -> Path:
-    """Run `spec` (smoke, soak or formal) and return its verified run folder."""
+    """Run `spec` (smoke, soak or formal) and return its verified run folder.
+
+    `curves`: TensorBoard events + curves.png ("auto": when the `curves` extra is installed).
+    """
     # 1. machine preflight and the model folder, before any run folder exists
     gate(
         None,
         "PPO_PREFLIGHT_PASSED",
-        preflight(spec, runs_root, executables=["bwrap"]),
+        [*preflight(spec, runs_root, executables=["bwrap"]), *check_curves(curves)],
         {"phase": spec.phase},
     )
     model_dir = resolve_model(spec, cache_dir)
@@ -81,7 +91,7 @@ def train(
     plan = plan_run(spec, run_dir)
     budget_gates(spec, run_dir)
     # 4. inference: server + gateway (the gateway records PPO_CONTEXT_GUARD_PASSED)
-    log = RunLog(run_dir, spec.phase)
+    log = RunLog(run_dir, spec.phase, curves)
     try:
         with LocalStack(spec, model_dir, run_dir) as live:
             _updates(spec, plan, model_dir, run_dir, live, log)
@@ -99,9 +109,6 @@ def train(
 def _updates(
     spec: RunSpec, plan: RunPlan, model_dir: Path, run_dir: Path, live: LocalStack, log: RunLog
 ) -> None:
-    from forge_ppo._models import build_models
-    from forge_ppo._trainer import PPOTrainer
-
     assert spec.ppo is not None
     # 1. actor + critic (strict warm start when asked), the first adapter on the server
     actor, critic, parent = build_models(spec, model_dir, run_dir)
@@ -111,7 +118,7 @@ def _updates(
     )  # rewritten in place each update (files replaced atomically)
     actor.save_adapter(served)
     live.push_adapter(served, 0)
-    config = agent_config(spec, greedy=False)
+    config = agent_config_from_spec(spec, "train")
     summaries: list[dict[str, Any]] = []
     if 0 in plan.validation_steps:
         validate(spec, plan, live, run_dir, 0, log)
@@ -204,15 +211,11 @@ def _updates(
     _final_gate(spec, plan, run_dir, summaries)
 
 
-def _rows_and_metrics(job_dirs: list[Path]) -> tuple[list[Any], dict[str, float]]:
+def _rows_and_metrics(job_dirs: list[Path]) -> tuple[list[SampleRow], dict[str, float]]:
     """Training rows of the step's jobs, with rollout metrics and the conversion counts
     (`rollout/conversion/*`: calls, rows, dropped empty prompts/completions, episodes without
     a valid reward, prefix breaks)."""
-    from forge_ppo._rollouts import rollout_metrics
-    from forge_rollout._job_rows import rows_from_job
-    from forge_rollout._samples import ConversionStats
-
-    rows: list[Any] = []
+    rows: list[SampleRow] = []
     stats = ConversionStats()
     for job in job_dirs:
         job_rows, job_stats = rows_from_job(job)
@@ -232,8 +235,6 @@ def _save(
     step: int,
     parent: Any,
 ) -> None:
-    from forge_ppo._checkpoint import save_checkpoint
-
     root = run_dir / "checkpoints"
     save_checkpoint(
         root,
@@ -264,14 +265,10 @@ def _best_step(run_dir: Path) -> int | None:
     metrics = run_dir / "validation-metrics.jsonl"
     if not metrics.is_file():
         return None
-    from forge_eval import select_checkpoint
-
     return select_checkpoint(metrics).best_step
 
 
 def _epoch_end(spec: RunSpec, plan: RunPlan, run_dir: Path, step: int) -> None:
-    import forge_data
-
     if spec.phase != "formal":
         return
     epoch = plan.epoch_of_step[step - 1]

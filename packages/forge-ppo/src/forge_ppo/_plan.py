@@ -13,6 +13,7 @@ from pathlib import Path
 
 import forge_data
 from forge_gates import Check, RunSpec, atomic_write_json, gate
+from forge_rollout import resolve_split
 from forge_sandbox import HarborTask
 
 FORMAL_PHASE_GATE = "PPO_FORMAL_PHASE_GATE_PASSED"
@@ -37,8 +38,6 @@ class RunPlan:
 
 def split_tasks(spec: RunSpec, split: str) -> list[HarborTask]:
     """Task folders of one split of the spec's task set (see forge-rollout's resolve_split)."""
-    from forge_rollout._runner import resolve_split
-
     return resolve_split(spec.data.tasks, split)
 
 

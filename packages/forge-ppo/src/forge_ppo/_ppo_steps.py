@@ -28,7 +28,7 @@ from forge_ppo._errors import PPOInputError
 from forge_ppo._losses import aggregate_loss, kl_penalty, loss_normaliser, policy_loss, value_loss
 from forge_ppo._metrics import grad_norm
 from forge_ppo._value_model import ValueModel
-from forge_rollout._samples import SampleRow
+from forge_rollout.rows import SampleRow
 
 
 @dataclass(frozen=True)

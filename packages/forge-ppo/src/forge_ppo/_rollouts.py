@@ -8,28 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from forge_gates import RunSpec
+from forge_gates import RunSpec, append_jsonl
 from forge_ppo._observability import EpisodeOutcome, task_rollout_metrics
 from forge_ppo._plan import RunPlan
-from forge_rollout._local_stack import POLICY_NAME, LocalStack
+from forge_rollout import POLICY_NAME, AgentConfig, LocalStack, agent_config_from_spec, run_rollouts
 from forge_sandbox import reward_of
 
 VALIDATION_SCHEMA = "forge-ppo/validation-metrics@1"
-
-
-def agent_config(spec: RunSpec, *, greedy: bool) -> Any:
-    """The agent settings of the spec; greedy (temperature 0, top-p 1) for validation."""
-    from forge_rollout._agent import AgentConfig
-
-    a = spec.agent
-    return AgentConfig(
-        step_limit=a.step_limit,
-        command_timeout_s=a.command_timeout_s,
-        temperature=0.0 if greedy else a.temperature,
-        top_p=1.0 if greedy else a.top_p,
-        max_tokens=a.max_tokens,
-        format_error_limit=a.format_error_limit,
-    )
 
 
 def _progress(label: str):
@@ -52,12 +37,10 @@ def rollout_batch(
     live: LocalStack,
     job_dir: Path,
     task_ids: list[str],
-    config: Any,
+    config: AgentConfig,
     attempts: int | None = None,
 ) -> Path:
     """Episodes of `task_ids` (each `rollouts_per_task` times) into `job_dir`."""
-    from forge_rollout._runner import run_rollouts
-
     assert spec.ppo is not None or attempts is not None
     asyncio.run(
         run_rollouts(
@@ -129,7 +112,7 @@ def validate(
         live,
         job,
         list(plan.validation_ids),
-        agent_config(spec, greedy=True),
+        agent_config_from_spec(spec, "validation"),
         attempts=1,
     )
     episodes = episode_outcomes([job])
@@ -143,8 +126,6 @@ def validate(
         "errors": sum(e.error for e in episodes),
         "task_order": list(plan.validation_ids),
     }
-    with open(run_dir / "validation-metrics.jsonl", "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(line, sort_keys=True) + "\n")
-        handle.flush()
+    append_jsonl(run_dir / "validation-metrics.jsonl", line, fsync=True)
     log.metrics(step, {"val/success_rate_all": line["success_rate_all"]})
     return line

@@ -1,18 +1,27 @@
 """What a run writes as it goes: metrics.jsonl, TensorBoard events, smoke-update.json, plots.
 
-Every JSON file is written atomically (`metrics.jsonl` is appended one flushed line per step,
-so a crash leaves whole lines). Plots are PNGs of reward, success, EV and losses per step.
+Every JSON file is written atomically (`metrics.jsonl` is appended one whole, fsynced line per
+step, so a crash leaves whole lines). Plots are PNGs of reward, success, EV and losses per step.
+
+TensorBoard events and `curves.png` need the `curves` extra (tensorboard, matplotlib):
+`curves="auto"` writes them when it is installed and says so when not; `"on"` refuses to start
+without it (`check_curves`, before any run folder exists); `"off"` writes neither.
 """
 
 from __future__ import annotations
 
-import json
+import importlib.util
 import math
 import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from forge_gates import atomic_write_json
+from forge_gates import Violation, append_jsonl, atomic_write_json
+
+Curves = Literal["auto", "on", "off"]
+CURVES_MODULES = ("tensorboard", "matplotlib")
+CURVES_INSTALL = "pip install 'forge-ppo[curves]' (nox installs every extra)"
 
 SMOKE_UPDATE_SCHEMA = "forge-ppo/smoke-update@1"
 PLOTTED = {
@@ -24,6 +33,28 @@ PLOTTED = {
 }
 
 
+def missing_curves_modules() -> list[str]:
+    """Which of the `curves` extra's modules are not importable here."""
+    return [m for m in CURVES_MODULES if importlib.util.find_spec(m) is None]
+
+
+def check_curves(curves: Curves) -> list[Violation]:
+    """`curves="on"` without the extra installed is refused, with the install command."""
+    missing = missing_curves_modules() if curves == "on" else []
+    return (
+        [
+            Violation(
+                rule="preflight.curves",
+                expected="tensorboard and matplotlib importable (curves=on)",
+                found=f"missing {', '.join(missing)}",
+                fix=f"{CURVES_INSTALL}, or run with --curves off",
+            )
+        ]
+        if missing
+        else []
+    )
+
+
 def all_finite(metrics: dict[str, float]) -> bool:
     return all(isinstance(v, int | float) and math.isfinite(v) for v in metrics.values())
 
@@ -31,25 +62,30 @@ def all_finite(metrics: dict[str, float]) -> bool:
 class RunLog:
     """Appends per-step metrics and keeps smoke-update.json current."""
 
-    def __init__(self, run_dir: Path, phase: str) -> None:
+    def __init__(self, run_dir: Path, phase: str, curves: Curves = "auto") -> None:
         self.run_dir = run_dir
         self.phase = phase
         self.updates: list[dict[str, Any]] = []
         self.history: list[dict[str, Any]] = []
         self._tb: Any = None
-        try:
+        missing = missing_curves_modules() if curves != "off" else list(CURVES_MODULES)
+        self.curves = curves != "off" and not missing
+        if curves == "auto" and missing:
+            print(
+                f"[run] no TensorBoard events or curves.png: {', '.join(missing)} not installed "
+                f"(metrics.jsonl has every value); to get them: {CURVES_INSTALL}",
+                file=sys.stderr,
+                flush=True,
+            )
+        if self.curves:
+            # optional extra: imported only when the run asked for curves and it is installed
             from torch.utils.tensorboard import SummaryWriter
 
             self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
-        except ImportError:  # tensorboard is a declared dependency; keep going without it
-            self._tb = None
 
     def metrics(self, step: int, metrics: dict[str, float]) -> None:
-        line = json.dumps({"step": step, "metrics": metrics}, sort_keys=True)
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        clean = {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
+        append_jsonl(self.run_dir / "metrics.jsonl", {"step": step, "metrics": clean}, fsync=True)
         self.history.append({"step": step, **metrics})
         if self._tb is not None:
             for name, value in metrics.items():
@@ -71,9 +107,9 @@ class RunLog:
 
     def plot(self) -> Path | None:
         """curves.png: one panel per plotted metric over steps (None when nothing to draw)."""
-        if not self.history:
+        if not self.history or not self.curves:
             return None
-        import matplotlib
+        import matplotlib  # optional extra (see the module docstring)
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt

@@ -42,7 +42,7 @@ from forge_ppo._update_metrics import (
     rollout_drift,
 )
 from forge_ppo._value_model import ValueModel
-from forge_rollout._samples import SampleRow
+from forge_rollout.rows import SampleRow
 
 
 class UpdateResult(BaseModel):

@@ -27,7 +27,7 @@ from forge_ppo._observability import (
     task_critic_metrics,
     task_rollout_metrics,
 )
-from forge_rollout._samples import SampleRow
+from forge_rollout.rows import SampleRow
 
 
 def episode_outcomes(rows: Sequence[SampleRow], *, success_reward: float) -> list[EpisodeOutcome]:

@@ -156,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a spec field, e.g. ppo.kl_beta=0.01 (JSON values)",
     )
     train.add_argument("--warm-start", help="global_step_N checkpoint to warm start from")
+    train.add_argument(
+        "--curves",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="TensorBoard events + curves.png: auto = when the 'curves' extra is installed; "
+        "on = refuse to start without it",
+    )
     train.set_defaults(run=_train)
     return parser
 
@@ -212,7 +219,13 @@ def _train(args: argparse.Namespace) -> int:
         return 1
     # 2. the run; a failed gate is a clean exit 1 with every violation printed
     try:
-        train(spec, run_dir=args.run_dir, runs_root=args.runs_root, cache_dir=args.cache_dir)
+        train(
+            spec,
+            run_dir=args.run_dir,
+            runs_root=args.runs_root,
+            cache_dir=args.cache_dir,
+            curves=args.curves,
+        )
     except (GateError, FileNotFoundError) as error:
         print(str(error), file=sys.stderr)
         return 1

@@ -14,6 +14,8 @@ Build the offline tiny model, serve it, put the gateway in front, read the trace
             ...  # OpenAI(base_url=f"{gw}/sessions/task-1/v1", api_key="-")
     traces = read_traces("traces", session_id="task-1")  # prompt/completion ids + log-probs
 
+The trace -> row -> batch path and its types: `forge_rollout.rows` (start reading there).
+
 Names are imported on first use, so `import forge_rollout` (and the gateway) stays free of
 torch until a model is needed.
 """
@@ -21,7 +23,7 @@ torch until a model is needed.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "CHATML_TEMPLATE": "_tiny",
@@ -54,6 +56,9 @@ _EXPORTS = {
     "StubOptions": "_stub",
     "create_stub_app": "_stub",
     "AgentConfig": "_agent",
+    "AgentUse": "_agent",
+    "MINI_SWE_AGENT_VERSION": "_agent",
+    "agent_config_from_spec": "_agent",
     "GatewayModel": "_agent",
     "SandboxEnvironment": "_agent",
     "NetworkConnectionError": "_agent",
@@ -66,20 +71,25 @@ _EXPORTS = {
     "select_tasks": "_runner",
     "check_endpoint": "_runner",
     "SampleRow": "_samples",
+    "TokenCall": "_samples",
     "RowHeader": "_samples",
     "ConversionStats": "_samples",
     "episode_to_rows": "_samples",
     "rows_from_trial": "_job_rows",
     "rows_from_job": "_job_rows",
     "LocalStack": "_local_stack",
+    "POLICY_NAME": "_local_stack",
     "resolve_model": "_local_stack",
 }
 
 __all__ = [
     "CHATML_TEMPLATE",
     "GUARD_MARKER",
+    "MINI_SWE_AGENT_VERSION",
+    "POLICY_NAME",
     "TRACE_SCHEMA",
     "AgentConfig",
+    "AgentUse",
     "ContextExhausted",
     "ConversionStats",
     "Engine",
@@ -96,6 +106,7 @@ __all__ = [
     "SandboxEnvironment",
     "StubOptions",
     "TinyModelSpec",
+    "TokenCall",
     "Trace",
     "TraceFormatError",
     "TraceTiming",
@@ -104,6 +115,7 @@ __all__ = [
     "VLLMError",
     "VLLMServer",
     "VLLMSpec",
+    "agent_config_from_spec",
     "check_context",
     "check_endpoint",
     "check_max_tokens",
@@ -126,6 +138,94 @@ __all__ = [
     "vllm_command",
     "vllm_env",
 ]
+
+if TYPE_CHECKING:  # the same names, eagerly, for type checkers (a test keeps both in step)
+    from forge_rollout._agent import (
+        MINI_SWE_AGENT_VERSION,
+        AgentConfig,
+        AgentUse,
+        ContextExhausted,
+        GatewayModel,
+        NetworkConnectionError,
+        SandboxEnvironment,
+        UpstreamError,
+        agent_config_from_spec,
+    )
+    from forge_rollout._aio import (
+        run_app_in_thread,
+    )
+    from forge_rollout._engine import (
+        Engine,
+        EngineError,
+        GeneratedChoice,
+        SamplingParams,
+    )
+    from forge_rollout._gateway import (
+        create_gateway_app,
+    )
+    from forge_rollout._gateway_config import (
+        GUARD_MARKER,
+        GatewayConfig,
+    )
+    from forge_rollout._guard import (
+        check_context,
+        check_max_tokens,
+    )
+    from forge_rollout._job_rows import (
+        rows_from_job,
+        rows_from_trial,
+    )
+    from forge_rollout._local_stack import (
+        POLICY_NAME,
+        LocalStack,
+        resolve_model,
+    )
+    from forge_rollout._runner import (
+        MiniSweAgent,
+        check_endpoint,
+        resolve_split,
+        resolve_tasks,
+        run_rollouts,
+        select_tasks,
+    )
+    from forge_rollout._samples import (
+        ConversionStats,
+        RowHeader,
+        SampleRow,
+        TokenCall,
+        episode_to_rows,
+    )
+    from forge_rollout._sampling import (
+        sequence_log_probs,
+    )
+    from forge_rollout._server import (
+        create_server_app,
+    )
+    from forge_rollout._stub import (
+        StubOptions,
+        create_stub_app,
+    )
+    from forge_rollout._tiny import (
+        CHATML_TEMPLATE,
+        TinyModelSpec,
+        make_tiny_model,
+        train_tokenizer,
+    )
+    from forge_rollout._traces import (
+        TRACE_SCHEMA,
+        Trace,
+        TraceFormatError,
+        TraceTiming,
+        TraceWriter,
+        read_traces,
+    )
+    from forge_rollout._vllm import (
+        VLLMError,
+        VLLMServer,
+        VLLMSpec,
+        vllm_command,
+        vllm_env,
+    )
 
 
 def __getattr__(name: str) -> Any:

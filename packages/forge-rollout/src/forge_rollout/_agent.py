@@ -18,7 +18,7 @@ import asyncio
 import os
 import time
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # no banner, no global-config side effects
 
@@ -32,6 +32,8 @@ from minisweagent.models.utils.actions_text import (
     parse_regex_actions,
 )
 from pydantic import BaseModel, ConfigDict, Field
+
+from forge_gates import RunSpec
 
 SUBMIT_WORD = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 ACTION_REGEX = r"```mswea_bash_command\s*\n(.*?)\n```"
@@ -107,6 +109,31 @@ class AgentConfig(BaseModel):
             if getattr(self, name) is not None:
                 params[name] = getattr(self, name)
         return params
+
+
+AgentUse = Literal["train", "validation", "eval"]
+
+
+def agent_config_from_spec(spec: RunSpec, use: AgentUse) -> AgentConfig:
+    """The one mapping from a run spec to agent settings, for every pipeline.
+
+    - `eval` (P0): the spec's sampling and its `seed` on every call (one attempt per task, so
+      a rerun reproduces the protocol);
+    - `train`: the spec's sampling, no seed: the `rollouts_per_task` episodes of one task must
+      be independent samples (one seed for all would make them the same episode);
+    - `validation`: greedy (temperature 0, top-p 1) and the seed, as DESIGN §4 requires.
+    """
+    a = spec.agent
+    greedy = use == "validation"
+    return AgentConfig(
+        step_limit=a.step_limit,
+        command_timeout_s=a.command_timeout_s,
+        temperature=0.0 if greedy else a.temperature,
+        top_p=1.0 if greedy else a.top_p,
+        max_tokens=a.max_tokens,
+        seed=None if use == "train" else spec.seed,
+        format_error_limit=a.format_error_limit,
+    )
 
 
 class GatewayModel:

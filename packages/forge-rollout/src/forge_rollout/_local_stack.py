@@ -18,6 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from forge_gates import RunSpec, Violation, gate
+from forge_rollout._aio import run_app_in_thread
+from forge_rollout._engine import Engine
+from forge_rollout._gateway import create_gateway_app
+from forge_rollout._gateway_config import GatewayConfig
+from forge_rollout._server import create_server_app
+from forge_rollout._tiny import TinyModelSpec, make_tiny_model
 
 POLICY_NAME = "policy"
 PROBE = [{"role": "user", "content": "Fix the failing test in /workspace."}]
@@ -34,8 +40,6 @@ def resolve_model(spec: RunSpec, cache_dir: Path) -> Path:
                 f"{folder}; fix: point model.path at a local checkpoint, or use 'tiny'"
             )
         return folder
-    from forge_rollout._tiny import TinyModelSpec, make_tiny_model
-
     target = cache_dir / "tiny-model-seed0"
     cache_dir.mkdir(parents=True, exist_ok=True)
     with open(cache_dir / ".tiny-model.lock", "w") as lock:
@@ -75,11 +79,6 @@ class LocalStack:
         self.gateway_url = ""
 
     def __enter__(self) -> LocalStack:
-        from forge_rollout._aio import run_app_in_thread
-        from forge_rollout._engine import Engine
-        from forge_rollout._gateway import GatewayConfig, create_gateway_app
-        from forge_rollout._server import create_server_app
-
         try:
             # 1. the policy server (base model; the adapter is pushed before each rollout)
             engine = Engine(

@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import forge_data
 from forge_gates import atomic_write_json
 from forge_rollout._agent import (
     MINI_SWE_AGENT_VERSION,
@@ -36,11 +37,12 @@ from forge_sandbox import (
     HarborTask,
     JobSummary,
     LocalSandbox,
+    Progress,
+    SandboxFactory,
     discover_tasks,
     load_task,
     run_job,
 )
-from forge_sandbox._job import Progress, SandboxFactory
 
 AGENT_NAME = "mini-swe-agent"
 OUTCOME_EXCEPTIONS = {"ContextExhausted": "ContextExhausted", "TimeExceeded": "AgentTimeoutError"}
@@ -170,8 +172,6 @@ def check_endpoint(endpoint: str, timeout_s: float = 10.0) -> dict[str, Any]:
 def resolve_tasks(spec: str, task_root: str | Path | None = None) -> list[HarborTask]:
     """Tasks from `demo`, `demo:<split>`, a task folder, a folder of tasks, or
     `<frozen split folder>:<split>` (task folders under `task_root`)."""
-    import forge_data
-
     if spec == "demo" or spec.startswith("demo:"):
         root = forge_data.demo_tasks_root()
         if spec == "demo":

@@ -10,7 +10,6 @@ TASK/solution/solve.sh         the oracle; uploaded to /solution
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tomllib
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from forge_gates import tree_sha256
 from forge_sandbox._errors import TaskLayoutError
 from forge_sandbox._spec import SandboxSpec
 
@@ -131,21 +131,9 @@ def discover_tasks(tasks_dir: str | os.PathLike[str]) -> list[HarborTask]:
 
 
 def task_checksum(folder: str | os.PathLike[str]) -> str:
-    """SHA-256 over the task's files (sorted relative paths, contents, link targets).
+    """The task folder's content hash (forge-gates' `tree_sha256`: the same hash forge-data
+    records in a frozen split), so a task hashes the same wherever it is checked out.
 
-    Deterministic and cheap; it is not Harbor's dirhash value (another algorithm).
+    It is not Harbor's dirhash value (another algorithm).
     """
-    root = Path(folder)
-    digest = hashlib.sha256()
-    for directory, dirnames, filenames in sorted(os.walk(root)):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = Path(directory) / name
-            rel = path.relative_to(root).as_posix()
-            digest.update(rel.encode() + b"\0")
-            if path.is_symlink():
-                digest.update(b"link:" + os.readlink(path).encode())
-            else:
-                digest.update(hashlib.sha256(path.read_bytes()).digest())
-            digest.update(b"\0")
-    return digest.hexdigest()
+    return tree_sha256(folder)
