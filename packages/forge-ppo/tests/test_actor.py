@@ -11,8 +11,8 @@ from peft import PeftModel
 
 from forge_gates import GateError, read_ledger
 from forge_ppo import Actor, ValueModel, check_adapter_rules, collate, save_checkpoint
-from forge_rollout._samples import RowHeader, SampleRow
-from forge_rollout._sampling import sequence_log_probs
+from forge_rollout import sequence_log_probs
+from forge_rollout.rows import RowHeader, SampleRow
 
 torch.set_num_threads(1)
 

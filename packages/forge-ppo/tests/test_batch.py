@@ -22,7 +22,7 @@ from forge_ppo import (
 )
 from forge_ppo._batch import padded_tokens, row_length
 from forge_ppo._ppo_steps import critic_values
-from forge_rollout._samples import RowHeader, SampleRow, episode_to_rows
+from forge_rollout.rows import RowHeader, SampleRow, episode_to_rows
 
 torch.set_num_threads(1)
 

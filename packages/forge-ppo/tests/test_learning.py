@@ -27,8 +27,8 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from forge_gates import load_spec
 from forge_ppo import Actor, PPOTrainer, ValueModel
-from forge_rollout._samples import episode_to_rows
-from forge_rollout._sampling import gather_log_probs, pick_tokens, raw_log_probs
+from forge_rollout import gather_log_probs, pick_tokens, raw_log_probs
+from forge_rollout.rows import episode_to_rows
 
 torch.set_num_threads(1)
 

@@ -116,7 +116,7 @@ def test_dead_inference_fails_closed_without_checkpoint(
     tmp_path: Path, cache_dir: Path, monkeypatch
 ) -> None:
     from forge_ppo._pipeline import train
-    from forge_rollout._engine import Engine
+    from forge_rollout import Engine
 
     def dead(self, *args, **kwargs):
         raise RuntimeError("inference server crashed (test)")
@@ -128,7 +128,7 @@ def test_dead_inference_fails_closed_without_checkpoint(
     assert [r.gate for r in read_ledger(tmp_path / "run")][-1] == "PPO_ADAPTER_PUSH_FAILED"
     assert not (tmp_path / "run" / "checkpoints").exists()
     # 2. dead during the rollout: every episode is an infrastructure error, no update, no save
-    from forge_rollout._local_stack import LocalStack
+    from forge_rollout import LocalStack
 
     monkeypatch.undo()
     real_generate, real_push = Engine.generate, LocalStack.push_adapter

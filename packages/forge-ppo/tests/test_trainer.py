@@ -21,7 +21,7 @@ from forge_ppo import (
     split_rows,
 )
 from forge_ppo._ppo_steps import UpdateData, actor_backward, critic_backward
-from forge_rollout._samples import episode_to_rows
+from forge_rollout.rows import episode_to_rows
 
 torch.set_num_threads(1)
 

@@ -35,6 +35,9 @@ _EXPORTS = {
     "GeneratedChoice": "_engine",
     "SamplingParams": "_engine",
     "sequence_log_probs": "_sampling",
+    "gather_log_probs": "_sampling",
+    "pick_tokens": "_sampling",
+    "raw_log_probs": "_sampling",
     "create_server_app": "_server",
     "GUARD_MARKER": "_gateway_config",
     "GatewayConfig": "_gateway_config",
@@ -123,7 +126,10 @@ __all__ = [
     "create_server_app",
     "create_stub_app",
     "episode_to_rows",
+    "gather_log_probs",
     "make_tiny_model",
+    "pick_tokens",
+    "raw_log_probs",
     "read_traces",
     "resolve_model",
     "resolve_split",
@@ -196,6 +202,9 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers (a test keeps bo
         episode_to_rows,
     )
     from forge_rollout._sampling import (
+        gather_log_probs,
+        pick_tokens,
+        raw_log_probs,
         sequence_log_probs,
     )
     from forge_rollout._server import (

@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from forge_rollout._agent import AgentConfig, NetworkConnectionError
+from forge_rollout._runner import resolve_tasks, run_rollouts, select_tasks
+
 
 def add_run_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="mini-swe-agent episodes on tasks -> a Harbor job folder")
@@ -38,9 +41,6 @@ def add_run_parser(sub: Any) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from forge_rollout._agent import AgentConfig, NetworkConnectionError
-    from forge_rollout._runner import resolve_tasks, run_rollouts, select_tasks
-
     # 1. the tasks and the agent settings (bad input fails before anything starts)
     try:
         tasks = select_tasks(resolve_tasks(args.tasks, args.task_root), args.task_ids)

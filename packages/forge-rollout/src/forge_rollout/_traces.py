@@ -15,11 +15,13 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-TRACE_SCHEMA = "forge/trace@1"
+from forge_gates import iter_jsonl
+
+TRACE_SCHEMA: Final = "forge/trace@1"
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -159,14 +161,14 @@ def read_traces(directory: str | os.PathLike[str], session_id: str | None = None
     for path in paths:
         if not path.is_file():
             continue
-        data = path.read_bytes()
-        complete = data[: data.rfind(b"\n") + 1]
-        for number, raw in enumerate(complete.splitlines(), start=1):
+        for line in iter_jsonl(path, torn_tail="skip"):
             try:
-                traces.append(Trace.model_validate_json(raw))
+                if line.error is not None:
+                    raise ValueError(line.error)
+                traces.append(Trace.model_validate_json(line.text))
             except ValueError as error:
                 raise TraceFormatError(
-                    f"expected a {TRACE_SCHEMA} record on line {number} of {path}; found an "
+                    f"expected a {TRACE_SCHEMA} record on line {line.number} of {path}; found an "
                     f"invalid line ({str(error).splitlines()[0]}); fix: restore the file or "
                     "move it out of the traces folder"
                 ) from error
