@@ -215,3 +215,11 @@ def test_bad_versions_say_what_is_expected() -> None:
         version_satisfies("1.0", "~1")
     with pytest.raises(ValueError, match="expected a PEP 440 version;"):
         version_satisfies("not a version", ">=1")
+
+
+def test_atomic_writes_are_ordinary_readable_files(tmp_path: Path) -> None:
+    from forge_gates import atomic_write_text
+
+    path = atomic_write_text(tmp_path / "report.json", "{}\n")
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert os.listdir(tmp_path) == ["report.json"]  # no temp file left behind

@@ -28,6 +28,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=target.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; written files are ordinary readable files
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
