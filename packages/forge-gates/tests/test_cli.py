@@ -6,6 +6,8 @@ import tomllib
 from forge_gates import read_config, shipped_configs
 from forge_gates.cli import main
 
+PRODUCTION_BACKENDS = {"trainer": "verl", "inference": "vllm", "sandbox": "local"}
+
 
 def _toml(data: dict) -> str:
     """Tiny TOML writer for two-level spec dicts (tests only)."""
@@ -38,6 +40,7 @@ def test_validate_lists_all_three_broken_rules(tmp_path, capsys):
     data = read_config("soak-local")
     data["schedule"]["total_updates"] = 5
     data["resources"]["trainer_gpus"] = 3
+    data["backends"] = PRODUCTION_BACKENDS  # GPUs need the engines that use them
     data["context"]["critic_train_tokens"] = 512
     path = tmp_path / "broken.toml"
     path.write_text(_toml(data))

@@ -111,6 +111,18 @@ def test_missing_model_and_full_disk_stop_before_a_run_folder(
     assert not (tmp_path / "runs").exists()
 
 
+def test_production_config_is_refused_before_a_run_folder(tmp_path: Path, capsys) -> None:
+    """`smoke-4gpu` names verl / vLLM / Kubernetes: refused here, never run on the CPU toy."""
+    args = ["train", "--config", "smoke-4gpu", "--runs-root", str(tmp_path / "runs")]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    for rule in ("backend.trainer", "backend.inference", "backend.sandbox", "preflight.gpus"):
+        assert f"[preflight.{rule.removeprefix('preflight.')}]" in err, rule
+    assert "'verl', which this version of Forge does not implement yet" in err
+    assert "PPO_PREFLIGHT_FAILED" not in err  # nothing recorded: no run folder exists
+    assert not (tmp_path / "runs").exists()
+
+
 @pytest.mark.usefixtures("isolation")
 def test_dead_inference_fails_closed_without_checkpoint(
     tmp_path: Path, cache_dir: Path, monkeypatch

@@ -74,6 +74,7 @@ from forge_gates._phases import (
     write_config_summary,
 )
 from forge_gates._preflight import (
+    check_backends,
     check_executables,
     check_free_disk,
     check_gpus,
@@ -83,11 +84,13 @@ from forge_gates._preflight import (
     gpu_count,
     hint_spec,
     host_memory_gib,
+    kubeconfig_found,
     preflight,
 )
 from forge_gates._rules import check_spec
 from forge_gates._spec import (
     AgentSpec,
+    BackendSpec,
     CheckpointSpec,
     ContextSpec,
     DataSpec,
@@ -106,6 +109,7 @@ __all__ = [
     "CONFIG_SUMMARY",
     "LEDGER_NAME",
     "AgentSpec",
+    "BackendSpec",
     "Check",
     "CheckpointSpec",
     "ContextSpec",
@@ -129,6 +133,7 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_text",
     "canonical_json",
+    "check_backends",
     "check_executables",
     "check_free_disk",
     "check_gpus",
@@ -147,6 +152,7 @@ __all__ = [
     "installed_version",
     "iter_jsonl",
     "jsonl_line",
+    "kubeconfig_found",
     "load_spec",
     "new_run_dir",
     "parse_specifier",

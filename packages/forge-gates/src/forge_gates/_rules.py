@@ -21,6 +21,7 @@ def check_spec(spec: RunSpec) -> list[Violation]:
     check = Check("RUN_SPEC")
     _check_context(spec, check)
     _check_resources(spec, check)
+    _check_backends(spec, check)
     if spec.phase in TRAINING_PHASES:
         _check_training(spec, check)
     if spec.phase == "smoke":
@@ -93,6 +94,28 @@ def _check_resources(spec: RunSpec, check: Check) -> None:
         expected="synchronous training (async = false)",
         found="async_training = true",
         fix="set resources.async_training = false",
+    )
+
+
+def _check_backends(spec: RunSpec, check: Check) -> None:
+    """The topology fields must be served by a backend that uses them (no field ignored)."""
+    res, back = spec.resources, spec.backends
+    if spec.phase in TRAINING_PHASES:
+        check.require(
+            res.trainer_gpus == 0 or back.trainer == "verl",
+            rule="backends.trainer",
+            expected="trainer GPUs used by the distributed trainer (backends.trainer = verl)",
+            found=f"trainer_gpus = {res.trainer_gpus} with backends.trainer = {back.trainer!r} "
+            "(one process: every trainer GPU but one would be ignored)",
+            fix="set backends.trainer = 'verl', or trainer_gpus = 0 for the local trainer",
+        )
+    check.require(
+        res.rollout_gpus == 0 or back.inference == "vllm",
+        rule="backends.inference",
+        expected="rollout_gpus > 0 served by vLLM (backends.inference = vllm)",
+        found=f"rollout_gpus = {res.rollout_gpus} with backends.inference = {back.inference!r} "
+        "(the local server runs in-process and would ignore them)",
+        fix="set backends.inference = 'vllm', or rollout_gpus = 0 for the local server",
     )
 
 

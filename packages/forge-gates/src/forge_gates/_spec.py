@@ -108,6 +108,26 @@ class ResourceSpec(_Frozen):
         return max(self.trainer_gpus, 1)
 
 
+TrainerBackend = Literal["local", "verl"]
+InferenceBackend = Literal["local", "vllm"]
+SandboxBackend = Literal["local", "kubernetes"]
+
+
+class BackendSpec(_Frozen):
+    """Which engine serves each concern (DESIGN §2). Never a silent fallback: a backend that
+    cannot run on this machine is refused by preflight before any run folder exists."""
+
+    trainer: TrainerBackend = Field(
+        default="local", description="local = one CPU/GPU process (torch + peft); verl = Ray."
+    )
+    inference: InferenceBackend = Field(
+        default="local", description="local = in-process transformers server; vllm = vLLM."
+    )
+    sandbox: SandboxBackend = Field(
+        default="local", description="local = bubblewrap + cgroups; kubernetes = one pod each."
+    )
+
+
 class AgentSpec(_Frozen):
     """Agent loop and sampling; part of the rollout protocol."""
 
@@ -199,6 +219,9 @@ class RunSpec(_Frozen):
     data: DataSpec = Field(description="Task sets.")
     context: ContextSpec = Field(description="Context guard and token budgets.")
     agent: AgentSpec = Field(description="Agent loop and sampling.")
+    backends: BackendSpec = Field(
+        default_factory=BackendSpec, description="Engine per concern (trainer/inference/sandbox)."
+    )
     resources: ResourceSpec = Field(default_factory=ResourceSpec, description="Placement.")
     ppo: PPOSpec | None = Field(default=None, description="PPO knobs (training phases).")
     lora: LoRASpec = Field(default_factory=LoRASpec, description="Actor adapter.")

@@ -38,6 +38,14 @@ from forge_rollout import LocalStack, agent_config_from_spec, resolve_model
 from forge_rollout.rows import ConversionStats, SampleRow, rows_from_job
 
 
+# the engines this pipeline drives, per concern (DESIGN §2); preflight refuses any other
+BACKENDS: dict[str, tuple[str, ...]] = {
+    "trainer": ("local",),
+    "inference": ("local",),
+    "sandbox": ("local",),
+}
+
+
 def budget_gates(spec: RunSpec, run_dir: Path) -> None:
     """Token budgets >= the max model length (rules already hold; the markers prove it)."""
     length, ctx = spec.model.max_model_len, spec.context
@@ -75,7 +83,10 @@ def train(
     gate(
         None,
         "PPO_PREFLIGHT_PASSED",
-        [*preflight(spec, runs_root, executables=["bwrap"]), *check_curves(curves)],
+        [
+            *preflight(spec, runs_root, executables=["bwrap"], implemented=BACKENDS),
+            *check_curves(curves),
+        ],
         {"phase": spec.phase},
     )
     model_dir = resolve_model(spec, cache_dir)

@@ -1,0 +1,84 @@
+"""Backends are named in the spec, the topology fields need the engines that use them, and
+preflight refuses a backend this Forge cannot drive or this machine cannot run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from forge_gates import (
+    check_backends,
+    kubeconfig_found,
+    load_spec,
+    read_config,
+    shipped_configs,
+    validate_config,
+)
+
+LOCAL_ONLY = {"trainer": ["local"], "inference": ["local"], "sandbox": ["local"]}
+EVERY = {
+    "trainer": ["local", "verl"],
+    "inference": ["local", "vllm"],
+    "sandbox": ["local", "kubernetes"],
+}
+
+
+@pytest.mark.parametrize("name", shipped_configs())
+def test_shipped_configs_name_their_engines(name: str) -> None:
+    backends = load_spec(name).backends
+    if name.endswith("-local"):
+        assert (backends.trainer, backends.inference, backends.sandbox) == ("local",) * 3
+    else:
+        assert backends.inference == "vllm" and backends.sandbox == "kubernetes"
+        if not name.startswith("p0"):
+            assert backends.trainer == "verl"
+
+
+def test_gpus_with_a_local_engine_are_a_rule_violation() -> None:
+    data = read_config("smoke-4gpu")
+    data["backends"]["trainer"] = "local"
+    spec, violations = validate_config(data)
+    assert spec is None
+    (v,) = [v for v in violations if v.rule == "backends.trainer"]
+    assert "trainer_gpus = 4" in v.found and "'local'" in v.found and "verl" in v.fix
+    data = read_config("p0-64k")
+    data["backends"]["inference"] = "local"
+    spec, violations = validate_config(data)
+    assert [v.rule for v in violations] == ["backends.inference"]
+    assert "rollout_gpus = 1" in violations[0].found
+
+
+def test_a_backend_this_forge_does_not_drive_is_refused_with_the_fix() -> None:
+    spec = load_spec("smoke-4gpu")
+    violations = check_backends(spec, LOCAL_ONLY, env={})
+    assert [v.rule for v in violations] == [
+        "preflight.backend.trainer",
+        "preflight.backend.inference",
+        "preflight.backend.sandbox",
+    ]
+    assert "'verl', which this version of Forge does not implement" in violations[0].found
+    assert all("*-local config" in v.fix for v in violations)
+    # a concern the pipeline does not use (P0 trains nothing) is not checked
+    assert check_backends(load_spec("p0-local"), {"inference": ["local"]}, env={}) == []
+    assert check_backends(load_spec("smoke-local"), LOCAL_ONLY, env={}) == []
+
+
+def test_missing_packages_and_kubeconfig_are_each_named(tmp_path: Path) -> None:
+    spec = load_spec("smoke-4gpu")
+    violations = check_backends(spec, EVERY, env={"HOME": str(tmp_path)})
+    rules = {v.rule: v for v in violations}
+    # nothing of the production stack is installed in the test environment
+    assert "preflight.backend.trainer.verl" in rules and "preflight.backend.trainer.ray" in rules
+    assert rules["preflight.backend.trainer.verl"].found == "not installed"
+    assert "preflight.backend.inference.vllm" in rules
+    kube = rules["preflight.backend.sandbox.kubeconfig"]
+    assert kube.found == "none" and "KUBECONFIG" in kube.fix
+    # with credentials present the kubeconfig rule holds
+    config = tmp_path / "kubeconfig"
+    config.write_text("apiVersion: v1\n")
+    assert kubeconfig_found({"KUBECONFIG": f"/nonexistent:{config}"}) == str(config)
+    assert kubeconfig_found({"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == "in-cluster service account"
+    assert kubeconfig_found({"HOME": str(tmp_path)}) is None
+    later = check_backends(spec, EVERY, env={"KUBECONFIG": str(config)})
+    assert "preflight.backend.sandbox.kubeconfig" not in {v.rule for v in later}
