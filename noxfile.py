@@ -1,70 +1,93 @@
 """Forge task runner.
 
-Every session installs the workspace from the committed, portable `uv.lock`:
+Every session installs the workspace from the committed, portable `uv.lock` (`install_workspace`):
 
-1. `uv export --frozen` turns the lock into a pinned requirements list;
-2. CUDA-only wheels (`nvidia-*`, `triton`) are dropped, and uv is pointed at the local wheel
-   folder (`UV_FIND_LINKS`, taken from `PIP_FIND_LINKS` when unset), so a CPU-only machine
-   installs the CPU build of `torch==2.13.0` (PEP 440 ignores the `+cpu` label for `==`);
-3. the workspace packages are installed editable, without dependencies (all already pinned).
+1. `uv export --frozen` turns the lock into a pinned requirements list (all members, all extras,
+   the dev group: pytest, hypothesis, ruff, mypy, import-linter, mutmut, pinned `==`);
+2. `tools/install_plan.py` decides the torch build from the machine and prints the choice and why:
+   a GPU (`nvidia-smi -L`) -> the lock's CUDA torch with all its CUDA wheels (~2.7 GB download);
+   else a `torch-<locked>+cpu-*.whl` for the session's Python in a find-links folder
+   (`UV_FIND_LINKS`, else `PIP_FIND_LINKS`) -> that file, no CUDA wheels (nothing to download);
+   else the CPU build from PyTorch's CPU index, for torch only (~0.19 GB), no CUDA wheels.
+   `FORGE_TORCH=cpu|cuda|auto` overrides; everything is installed `--no-deps` (all pinned) and
+   `import torch` is checked against the choice;
+3. the workspace packages are installed editable, without dependencies.
 
-Sessions: tests, props, lint, bench (and, as later issues land: ppo_smoke, ppo_soak, ppo, p0_eval).
+Sessions: tests, props, lint, bench, ppo_smoke, ppo_soak, ppo, p0_eval (`nox -l` lists all), and
+the optional engines harbor, parity, vllm_cpu (extra software, own venvs; not part of `tests`).
+Never run `uv lock` with find-links set: `env -u UV_FIND_LINKS -u PIP_FIND_LINKS uv lock`
+(`nox -s lint` fails when the lock is stale).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import shutil
+import sys
 
 import nox
 
 ROOT = pathlib.Path(__file__).parent
+sys.path.insert(0, str(ROOT / "tools"))
+import install_plan  # noqa: E402  (tools/ is a folder of scripts, not a package)
+
 PACKAGES = sorted(p for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").exists())
 TEST_DIRS = [str(p / "tests") for p in PACKAGES if (p / "tests").is_dir()]
-CUDA_ONLY = ("nvidia-", "triton")
+TEST_DIRS.append(str(ROOT / "tools" / "tests"))
 
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["tests"]
 
 
-def _uv_env() -> dict[str, str]:
-    """Environment for uv: honour the machine's local wheels (CPU torch) when present."""
-    env = {}
-    links = os.environ.get("UV_FIND_LINKS") or os.environ.get("PIP_FIND_LINKS")
-    if links:
-        env["UV_FIND_LINKS"] = links
-    return env
+def _find_links_args() -> list[str]:
+    """The machine's find-links folders as explicit uv arguments (uv never reads PIP_*)."""
+    links = install_plan.split_find_links(dict(os.environ))
+    return [arg for link in links for arg in ("--find-links", link)]
+
+
+def _export(session: nox.Session, *args: str) -> str | None:
+    """`uv export` of the lock as pinned requirement lines (None under `nox --no-install`)."""
+    return session.run_install("uv", "export", *args, silent=True, external=True)
+
+
+def _install_torch_plan(
+    session: nox.Session, lines: list[str], only_torch: bool = False
+) -> install_plan.Plan:
+    """Print and carry out tools/install_plan.py's plan for this session's interpreter."""
+    probe = session.run("python", "-c", install_plan.INTERPRETER_PROBE, silent=True, log=False)
+    machine = install_plan.machine_facts(json.loads(str(probe).strip().splitlines()[-1]))
+    try:
+        plan = install_plan.plan_install(lines, machine)
+    except install_plan.PlanError as error:
+        session.error(str(error))
+    session.log(plan.describe())
+    if plan.uninstall:
+        session.run_install("uv", "pip", "uninstall", *plan.uninstall, external=True)
+    tmp = pathlib.Path(session.create_tmp())
+    for number, step in enumerate(plan.steps[-1:] if only_torch else plan.steps):
+        session.log(f"install: {step.label} ({len(step.requirements)} requirements)")
+        req = tmp / f"requirements-{number}.txt"
+        req.write_text("\n".join(step.requirements) + "\n")
+        argv = ("uv", "pip", "install", "--no-deps", *step.args, "-r", str(req))
+        try:
+            session.run_install(*argv, env=step.env, external=True)
+        except nox.command.CommandFailed:
+            session.error(f"{step.label} failed: {step.fix or 'see the uv output above'}")
+    return plan
 
 
 def install_workspace(session: nox.Session) -> None:
-    """Install every pinned dependency from uv.lock, then the workspace packages (editable)."""
-    # 1. the lock, as a requirements list (all members, dev group, no hashes: the CPU torch
-    #    wheel from the local folder has a different hash than the locked CUDA one)
-    exported = session.run_install(
-        "uv",
-        "export",
-        "--frozen",
-        "--no-hashes",
-        "--all-packages",
-        "--all-extras",
-        "--no-emit-workspace",
-        "--no-header",
-        "--no-annotate",
-        silent=True,
-        external=True,
-    )
-    # 2. drop CUDA-only wheels; torch itself stays and resolves to the CPU wheel where one lies
-    lines = [
-        line
-        for line in exported.splitlines()
-        if line.strip() and not line.startswith(CUDA_ONLY) and not line.startswith("#")
-    ]
-    req = pathlib.Path(session.create_tmp()) / "requirements.txt"
-    req.write_text("\n".join(lines) + "\n")
-    session.run_install(
-        "uv", "pip", "install", "--no-deps", "-r", str(req), env=_uv_env(), external=True
-    )
+    """Install every pinned dependency from uv.lock (torch per the install plan), then the
+    workspace packages (editable)."""
+    # 1. the lock, as a requirements list
+    exported = _export(session, *install_plan.EXPORT_ARGS)
+    if exported is None:  # `nox --no-install`: the venv is reused as it is
+        return
+    # 2. the pinned packages, then torch as the plan says; then prove torch imports as planned
+    plan = _install_torch_plan(session, exported.splitlines())
+    session.run("python", "-c", install_plan.verify_code(plan), log=False)
     # 3. the workspace packages themselves
     editable = [arg for p in PACKAGES for arg in ("-e", str(p))]
     session.run_install("uv", "pip", "install", "--no-deps", *editable, external=True)
@@ -72,7 +95,7 @@ def install_workspace(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def tests(session: nox.Session) -> None:
-    """Every package's tests (hypothesis at the quick default profile).
+    """Every package's tests and tools/tests (hypothesis at the quick default profile).
 
     Positional arguments replace the default test folders: `nox -s tests -- packages/forge-eval`.
     """
@@ -93,12 +116,41 @@ def props(session: nox.Session) -> None:
     )
 
 
+LOCK_FIX = "relock with `env -u UV_FIND_LINKS -u PIP_FIND_LINKS uv lock` (never with find-links)"
+LINT_CHECKS = {
+    "ruff check": ("ruff", "check", "."),
+    "ruff format": ("ruff", "format", "--check", "."),
+    "uv.lock current": ("uv", "lock", "--check"),  # offline when current; online names a stale lock
+    "import layers": ("lint-imports",),
+    "import contract": ("python", str(ROOT / "tools" / "check_imports.py")),
+    "mypy": ("mypy",),
+}
+
+
 @nox.session(python="3.11")
 def lint(session: nox.Session) -> None:
-    """ruff check + ruff format --check over the whole workspace."""
-    session.install("ruff")
-    session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", ".")
+    """ruff check + format, uv.lock current, import contracts, mypy; tools pinned in the lock.
+
+    In order: `ruff check .`, `ruff format --check .`, `uv lock --check` (find-links unset: is
+    uv.lock current for the pyprojects?), `lint-imports` (root `[tool.importlinter]`) and `mypy`
+    (root `[tool.mypy]`). Every check runs; the session fails once, naming the failed ones.
+    """
+    install_workspace(session)  # mypy needs the packages' dependencies (torch included)
+    failed = []
+    for name, argv in LINT_CHECKS.items():
+        session.log(f"lint: {name}")
+        try:
+            session.run(*argv, env=install_plan.NO_AMBIENT_FIND_LINKS, external=argv[0] == "uv")
+        except nox.command.CommandFailed:
+            failed.append(name)
+    if failed:
+        fix = {"ruff format": "`ruff format .`", "uv.lock current": LOCK_FIX}
+        fixes = "; ".join(f"{name}: {fix[name]}" for name in failed if name in fix)
+        session.error(
+            f"lint failed: {', '.join(failed)} (of {', '.join(LINT_CHECKS)})"
+            + (f"; fix {fixes}" if fixes else "")
+        )
+    session.log(f"LINT_PASSED checks={len(LINT_CHECKS)}")
 
 
 def _stamp() -> str:
@@ -126,16 +178,20 @@ def _train(session: nox.Session, config: str, run_dir: str, phase: str, *extra: 
 
 @nox.session(python="3.11")
 def ppo_smoke(session: nox.Session) -> None:
-    """The main job: one PPO update on 4 demo tasks (tiny model, local server + gateway,
-    bubblewrap sandboxes), LoRA-only checkpoint, gate ledger verified."""
+    """The main job: one PPO update on 4 demo tasks, LoRA-only checkpoint, gates verified.
+
+    Tiny model, local server + gateway, bubblewrap sandboxes; the gate ledger is verified by
+    `forge-gates verify --phase smoke`."""
     install_workspace(session)
     _train(session, "smoke-local", f"runs/ppo_smoke/{_stamp()}", "smoke", *session.posargs)
 
 
 @nox.session(python="3.11")
 def ppo_soak(session: nox.Session) -> None:
-    """3 updates on one fixed batch (PPO_SOAK_PASSED), then one warm-started update from the
-    soak checkpoint, then the same with a small non-zero KL beta."""
+    """3 updates on one batch (PPO_SOAK_PASSED), a warm-started update, then one with KL.
+
+    The warm start is from the soak checkpoint; the last run repeats it with a small non-zero
+    KL beta."""
     install_workspace(session)
     stamp = _stamp()
     soak = _train(session, "soak-local", f"runs/ppo_soak/{stamp}", "soak")
@@ -157,9 +213,10 @@ def ppo_soak(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def ppo(session: nox.Session) -> None:
-    """The formal phase over the demo train split: validation before training, the fixed
-    validation subset, tail padding, epoch coverage, final checkpoint; then checkpoint
-    selection by forge-eval from the validation metrics."""
+    """The formal phase over the demo train split, then `forge-eval select` of a checkpoint.
+
+    Validation before training, the fixed validation subset, tail padding, epoch coverage, final
+    checkpoint; the selection reads the validation metrics."""
     install_workspace(session)
     run_dir = _train(session, "formal-local", f"runs/ppo/{_stamp()}", "formal")
     session.run(
@@ -173,9 +230,11 @@ def ppo(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def p0_eval(session: nox.Session) -> None:
-    """The P0 comparison on the embedded defaults: a fresh smoke run's LoRA checkpoint vs the
-    base model on the demo validation and test panels, one protocol for both, a near-window
-    probe first; jobs.json, per-panel report.json, paired comparisons and HTML pages."""
+    """The P0 comparison: a fresh smoke checkpoint vs the base model, paired stats, HTML.
+
+    On the embedded defaults: the smoke run's LoRA checkpoint vs the base model on the demo
+    validation and test panels, one protocol for both, a near-window probe first; jobs.json,
+    per-panel report.json, paired comparisons and HTML pages."""
     install_workspace(session)
     stamp = _stamp()
     smoke = _train(session, "smoke-local", f"runs/p0_eval/{stamp}-smoke", "smoke")
@@ -206,7 +265,15 @@ def _side_venv(session: nox.Session, name: str, requirement: str, drop: tuple[st
     if not python.exists():
         session.run_install("uv", "venv", str(venv), "-p", "3.11", external=True)
     session.run_install(
-        "uv", "pip", "install", "--python", str(python), requirement, env=_uv_env(), external=True
+        "uv",
+        "pip",
+        "install",
+        "--python",
+        str(python),
+        requirement,
+        *_find_links_args(),
+        env=install_plan.NO_AMBIENT_FIND_LINKS,
+        external=True,
     )
     if drop:
         session.run_install("uv", "pip", "uninstall", "--python", str(python), *drop, external=True)
@@ -215,17 +282,21 @@ def _side_venv(session: nox.Session, name: str, requirement: str, drop: tuple[st
 
 @nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
-    """Speed targets as ratios against a reference run in the same process -> bench-report.json.
+    """Speed targets vs same-process references -> bench-report.json + table; a miss fails.
+
+    The table has one row per target (benchmark, target, measured, ratio = measured / threshold,
+    met); any target missed or not measured, or a benchmark that raised, fails the session.
 
     rllm-model-gateway 0.1.0 (the rollout bench's comparison) goes into its own venv; when it
-    cannot be installed the rollout bench reports it as skipped, with the reason.
+    cannot be installed its target is reported as not measured, which fails the session unless
+    `nox -s bench -- --allow-unmeasured`. Other arguments: `--only NAME`, `--out PATH`.
     """
     install_workspace(session)
     env = {}
     try:
         env["FORGE_RLLM_GATEWAY_PYTHON"] = str(_side_venv(session, "rllm-venv", RLLM_GATEWAY))
     except nox.command.CommandFailed:
-        session.warn(f"could not install {RLLM_GATEWAY}; bench_rollout reports it as skipped")
+        session.warn(f"could not install {RLLM_GATEWAY}: its comparison will be not measured")
     session.run("python", str(ROOT / "tools/bench.py"), *session.posargs, env=env)
 
 
@@ -303,31 +374,20 @@ print(f"HARBOR_PLUGIN_{job.name.upper()}_PASSED trials={len(trials)} reward={wan
 
 @nox.session(python="3.12")
 def harbor(session: nox.Session) -> None:
-    """Harbor 0.25.0's own runner over the forge-sandbox plugin (Python 3.12): oracle 1 and NOP 0
-    on every demo task in real bubblewrap sandboxes. Not part of `tests`.
+    """Harbor 0.25.0's own runner over the sandbox plugin (Python 3.12); not part of `tests`.
+
+    Oracle 1 and NOP 0 on every demo task in real bubblewrap sandboxes.
 
     Where pyenv provides the interpreters: `PYENV_VERSION=3.11.7:3.12.1 nox -s harbor`.
     """
-    # 1. harbor and forge-sandbox's pinned dependencies, from the lock (no torch needed)
-    exported = session.run_install(
-        "uv",
-        "export",
-        "--frozen",
-        "--no-hashes",
-        "--package",
-        "forge-sandbox",
-        "--extra",
-        "harbor",
-        "--no-emit-workspace",
-        "--no-header",
-        "--no-annotate",
-        silent=True,
-        external=True,
-    )
+    # 1. harbor and forge-sandbox's pinned dependencies, and the `test` group (pytest,
+    #    hypothesis), from the lock (no torch needed)
+    plain = ("--frozen", "--no-hashes", "--no-emit-workspace", "--no-header", "--no-annotate")
+    harbor_pins = _export(session, *plain, "--package", "forge-sandbox", "--extra", "harbor")
+    test_pins = _export(session, *plain, "--only-group", "test")
     req = pathlib.Path(session.create_tmp()) / "harbor-requirements.txt"
-    req.write_text(exported)
+    req.write_text(f"{harbor_pins}\n{test_pins}\n")
     session.run_install("uv", "pip", "install", "--no-deps", "-r", str(req), external=True)
-    session.install("pytest", "hypothesis")
     editable = [
         a
         for p in ("forge-gates", "forge-data", "forge-sandbox")
@@ -381,9 +441,20 @@ def parity(session: nox.Session) -> None:
     `nox -s parity -- --write-fixture` also rewrites
     packages/forge-ppo/tests/fixtures/verl_0_9_1_parity.json (review, then commit it).
     """
-    # verl pulls ~110 packages (+1 GB); the local wheel folder keeps the CPU torch 2.13
+    # 1. torch as tools/install_plan.py says (the CPU wheel here), then verl 0.9.1, which pulls
+    #    ~110 packages (+1 GB), resolved around the installed torch
+    lines = (_export(session, *install_plan.EXPORT_ARGS) or "").splitlines()
+    if lines:
+        _install_torch_plan(session, lines, only_torch=True)
     session.run_install(
-        "uv", "pip", "install", "verl==0.9.1", "torch==2.13.0", env=_uv_env(), external=True
+        "uv",
+        "pip",
+        "install",
+        "verl==0.9.1",
+        install_plan.pin(lines, "torch"),
+        *_find_links_args(),
+        env=install_plan.NO_AMBIENT_FIND_LINKS,
+        external=True,
     )
     session.run_install(
         "uv",
