@@ -1,8 +1,18 @@
-"""Run every package's benchmark and write one JSON report plus a readable table.
+"""Run every package's benchmark, write one JSON report, print a table of targets; fail on a miss.
 
 Each package may ship `packages/<pkg>/bench/bench_*.py` with `run() -> dict`: JSON-serialisable
 results that state speed as ratios against a reference run measured in the same process (never
-as timed assertions). Usage: `python tools/bench.py [--out bench-report.json] [--only NAME]`.
+as timed assertions). A result names its targets in one list, which this runner judges:
+
+    "targets": [{"name": "freeze_60k_seconds", "measured": 2.1, "op": "<", "threshold": 5.0,
+                 "unit": "s"},
+                {"name": "forge_rps_over_rllm", "measured": None, "op": ">=", "threshold": 3,
+                 "unit": "x", "reason": "rllm-model-gateway not installed"}]
+
+`measured: None` means the target could not be measured (with the reason): it is not met.
+Exit status 1 when any target is missed or not measured, a benchmark raised, or a target is
+malformed; `--allow-unmeasured` lets unmeasured targets pass (they stay in the table).
+Usage: `python tools/bench.py [--out bench-report.json] [--only NAME] [--allow-unmeasured]`.
 """
 
 from __future__ import annotations
@@ -10,17 +20,39 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
+import operator
 import os
 import platform
 import sys
 import tempfile
 import time
 import traceback
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCHEMA = "forge/bench-report@1"
+SCHEMA = "forge/bench-report@2"
+OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+FAILING = ("missed", "error")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: a target of a benchmark, judged."""
+
+    benchmark: str
+    target: str  # "freeze_60k_seconds < 5 s"
+    measured: float | None
+    unit: str
+    ratio: float | None  # measured / threshold
+    status: str  # "met" | "missed" | "not measured" | "error" | "no target"
+    note: str = ""
+
+
+def _unit(unit: str) -> str:
+    return f" {unit}" if unit else ""
 
 
 def discover(only: str | None) -> list[Path]:
@@ -35,21 +67,118 @@ def load(path: Path):
     return module
 
 
-def flatten(prefix: str, value, rows: list[tuple[str, str]]) -> None:
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            flatten(f"{prefix}.{key}" if prefix else key, inner, rows)
-    else:
-        text = f"{value:.4g}" if isinstance(value, float) else str(value)
-        rows.append((prefix, text))
+def judge(benchmark: str, target: object) -> Row:
+    """A target dict -> its row; a malformed one is an error row, never a pass."""
+    keys = {"name", "measured", "op", "threshold"}
+    if not isinstance(target, dict) or not keys <= set(target):
+        found = sorted(target) if isinstance(target, dict) else type(target).__name__
+        note = f"expected keys {sorted(keys)}; found {found}"
+        return Row(benchmark, "(malformed target)", None, "", None, "error", note)
+    name, op, threshold = target["name"], target["op"], target["threshold"]
+    unit = str(target.get("unit", ""))
+    if op not in OPS or isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        note = f"expected op in {list(OPS)} and a numeric threshold; found {op!r}, {threshold!r}"
+        return Row(benchmark, f"{name} {op} {threshold}", None, unit, None, "error", note)
+    label = f"{name} {op} {threshold:g}{_unit(unit)}"
+    measured = target["measured"]
+    if measured is None:
+        reason = str(target.get("reason") or "no reason given")
+        return Row(benchmark, label, None, unit, None, "not measured", reason)
+    if isinstance(measured, bool) or not isinstance(measured, int | float) or math.isnan(measured):
+        return Row(benchmark, label, None, unit, None, "error", f"measured is {measured!r}")
+    ratio = round(measured / threshold, 3) if threshold else None
+    status = "met" if OPS[op](measured, threshold) else "missed"
+    return Row(benchmark, label, measured, unit, ratio, status, str(target.get("note", "")))
+
+
+def evaluate(benchmarks: dict[str, dict]) -> list[Row]:
+    """Every target of every benchmark; a benchmark that raised is one error row."""
+    rows: list[Row] = []
+    for name, result in benchmarks.items():
+        if "error" in result:
+            last = (result["error"].strip().splitlines() or ["?"])[-1]
+            rows.append(Row(name, "(benchmark raised)", None, "", None, "error", last))
+            continue
+        targets = result.get("targets", [])
+        if not isinstance(targets, list):
+            targets = [targets]
+        if not targets:
+            note = str(result.get("skipped", "numbers only: see the JSON report"))
+            rows.append(Row(name, "(no target)", None, "", None, "no target", note))
+        rows += [judge(name, target) for target in targets]
+    return rows
+
+
+def failures(rows: list[Row], allow_unmeasured: bool = False) -> list[Row]:
+    bad = FAILING if allow_unmeasured else (*FAILING, "not measured")
+    return [row for row in rows if row.status in bad]
+
+
+def exit_code(rows: list[Row], allow_unmeasured: bool = False) -> int:
+    return 1 if failures(rows, allow_unmeasured) else 0
+
+
+def format_table(rows: list[Row]) -> str:
+    """Fixed-width table (benchmark, target, measured, ratio, met), then the notes."""
+    header = ("benchmark", "target", "measured", "ratio", "met")
+    met = {"met": "yes", "missed": "NO", "not measured": "NOT MEASURED", "error": "ERROR"}
+    body = [
+        (
+            row.benchmark,
+            row.target,
+            "-" if row.measured is None else f"{row.measured:.4g}{_unit(row.unit)}",
+            "-" if row.ratio is None else f"{row.ratio:.3g}",
+            met.get(row.status, "-"),
+        )
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [header, tuple("-" * w for w in widths), *body]
+    ]
+    notes = [
+        f"  {r.benchmark} / {r.target}: {r.note}" for r in rows if r.note and r.status != "met"
+    ]
+    return "\n".join(lines + (["notes:", *notes] if notes else []))
+
+
+def summary(rows: list[Row], allow_unmeasured: bool = False) -> str:
+    counts = {
+        s: sum(r.status == s for r in rows) for s in ("met", "missed", "not measured", "error")
+    }
+    text = ", ".join(f"{n} {s}" for s, n in counts.items())
+    bad = failures(rows, allow_unmeasured)
+    if not bad:
+        allowed = " (unmeasured allowed by --allow-unmeasured)" if counts["not measured"] else ""
+        return f"BENCH_PASSED targets={counts['met']}{allowed}: {text}"
+    names = ", ".join(f"{r.benchmark}/{r.target.split(' ')[0]} ({r.status})" for r in bad)
+    hint = ""
+    if counts["not measured"] and not allow_unmeasured:
+        hint = "; --allow-unmeasured lets unmeasured targets pass"
+    return f"bench FAILED: {text}; failing: {names}{hint}"
+
+
+def write_report(out: Path, report: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.tmp-")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(report, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    os.replace(tmp, out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--out", default="bench-report.json", help="JSON report path")
     parser.add_argument("--only", default=None, help="run only benchmarks whose name contains this")
+    parser.add_argument(
+        "--allow-unmeasured",
+        action="store_true",
+        help="targets that could not be measured (e.g. a comparison not installed) do not fail",
+    )
     args = parser.parse_args(argv)
-    report = {
+    report: dict = {
         "schema": SCHEMA,
         "at": datetime.now(UTC).isoformat(),
         "machine": {
@@ -59,8 +188,12 @@ def main(argv: list[str] | None = None) -> int:
         },
         "benchmarks": {},
     }
-    failed = []
-    for path in discover(args.only):
+    # 1. run every benchmark; one that raises must not hide the others
+    paths = discover(args.only)
+    if not paths:
+        print(f"expected benchmarks matching {args.only!r} under packages/*/bench; found none")
+        return 2
+    for path in paths:
         name = path.stem.removeprefix("bench_")
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         started = time.perf_counter()
@@ -68,27 +201,19 @@ def main(argv: list[str] | None = None) -> int:
             result = load(path).run()
             result["wall_seconds"] = round(time.perf_counter() - started, 3)
             report["benchmarks"][name] = result
-        except Exception:  # one broken benchmark must not hide the others
-            failed.append(name)
+        except Exception:
             report["benchmarks"][name] = {"error": traceback.format_exc()}
+    # 2. judge the targets, write the report with the verdict, print the table
+    rows = evaluate(report["benchmarks"])
+    report["targets"] = [asdict(row) for row in rows]
+    report["allow_unmeasured"] = args.allow_unmeasured
+    report["passed"] = exit_code(rows, args.allow_unmeasured) == 0
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.tmp-")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(report, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-    os.replace(tmp, out)
-    rows: list[tuple[str, str]] = []
-    flatten("", report["benchmarks"], rows)
-    width = max((len(k) for k, _ in rows), default=10)
-    for key, value in rows:
-        if "error" in key:
-            value = value.splitlines()[-1]
-        print(f"{key:<{width}}  {value}")
+    write_report(out, report)
+    print(format_table(rows))
     print(f"report: {out}", file=sys.stderr)
-    if failed:
-        print(f"benchmarks that raised: {failed}", file=sys.stderr)
-    return 1 if failed else 0
+    print(summary(rows, args.allow_unmeasured))
+    return exit_code(rows, args.allow_unmeasured)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
 
     {"freeze_60k": {"seconds": 2.1, "target_seconds": 5.0, "meets_target": true,
                     "candidates": 60000, "repositories": 3000, "reference_seconds": 0.9,
-                    "ratio": 2.3, ...}}
+                    "ratio": 2.3, ...},
+     "targets": [{"name": "freeze_60k_seconds", "measured": 2.1, "op": "<", "threshold": 5.0,
+                  "unit": "s"}]}
 
 `seconds` covers the whole freeze: the oracle filter (90% accepted), per-repository caps,
 repository-isolated assignment, the manifest with its semantic hash, and writing the folder
@@ -108,7 +110,16 @@ def run() -> dict:
             "ratio": round(seconds / reference, 2),
             "verify_seconds": round(verify_seconds, 3),
             "verify_ok": problems == [],
-        }
+        },
+        "targets": [  # judged by tools/bench.py
+            {
+                "name": "freeze_60k_seconds",
+                "measured": round(seconds, 3),
+                "op": "<",
+                "threshold": TARGET_SECONDS,
+                "unit": "s",
+            },
+        ],
     }
 
 
