@@ -49,7 +49,39 @@ def test_jaccard_of_two_empty_solved_sets_is_one(tmp_path: Path) -> None:
     rows = [{"step": 0, "success_rate_all": 0.0, "solved": []},
             {"step": 5, "success_rate_all": 0.0, "solved": []}]  # fmt: skip
     selection = select_checkpoint(_write(tmp_path / "m.jsonl", rows))
-    assert selection.checkpoints[1].jaccard_prev == 1.0 and selection.best_step == 0
+    assert selection.checkpoints[1].jaccard_prev == 1.0 and selection.best_step == 5
+    assert selection.note is None  # a tie with step 0 is not "step 0 is better"
+
+
+def test_step_zero_has_no_checkpoint_and_is_never_selected(tmp_path: Path) -> None:
+    """The base model (validated at step 0) cannot be picked; the note says it was best."""
+    rows = [{"step": 0, "success_rate_all": 0.5, "solved": ["a", "b"]},
+            {"step": 10, "success_rate_all": 0.25, "solved": ["a"]},
+            {"step": 20, "success_rate_all": 0.3, "solved": ["b"]}]  # fmt: skip
+    selection = select_checkpoint(_write(tmp_path / "m.jsonl", rows))
+    assert (selection.best_step, selection.best_validation_step) == (20, 0)
+    assert selection.checkpoint_steps == [10, 20]
+    assert [c.has_checkpoint for c in selection.checkpoints] == [False, True, True]
+    assert "step 0 (the base model, before any update" in (selection.note or "")
+    assert "best checkpoint is step 20" in (selection.note or "")
+
+
+def test_only_steps_with_a_checkpoint_folder_are_selectable(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    path = _write(run / "validation-metrics.jsonl", ROWS)
+    (run / "checkpoints" / "global_step_20").mkdir(parents=True)
+    (run / "checkpoints" / "global_step_24").mkdir()
+    selection = select_checkpoint(path)  # checkpoints/ beside the metrics is read
+    assert selection.best_step == 20 and selection.best_validation_step == 10
+    assert selection.checkpoint_steps == [20, 24]
+    assert selection.note is None  # step 20 ties step 10: nothing better lacks a checkpoint
+    (run / "checkpoints" / "global_step_20").rmdir()
+    selection = select_checkpoint(path)
+    assert selection.best_step == 24 and "step 10 (no checkpoint" in (selection.note or "")
+    assert select_checkpoint(path, checkpoints=[10]).best_step == 10
+    with pytest.raises(ForgeEvalError, match="a validated step with a checkpoint"):
+        select_checkpoint(path, checkpoints=[5])
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,19 @@
 One JSON object per line: `step` (int), `success_rate_all` (number in [0, 1]) and `solved`
 (list of task ids). Every other key (critic metrics included) is ignored on purpose, and
 nothing is ever deleted: this only reads and recommends.
+
+Only a step with a checkpoint can be chosen. The steps that have one are the
+`checkpoints/global_step_N` folders beside the metrics file when that folder exists (or the
+steps given), else every step but 0: step 0 validates the base model before any update, and
+has no checkpoint. When the best validation of all is a step without a checkpoint (training has
+not beaten the base model), the selection says so in `note`.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +43,7 @@ class Checkpoint(BaseModel):
     )
     gained: list[str] = Field(description="Tasks solved now but not at the previous step.")
     lost: list[str] = Field(description="Tasks solved at the previous step but not now.")
+    has_checkpoint: bool = Field(description="A checkpoint of this step exists (selectable).")
 
 
 class Selection(BaseModel):
@@ -43,8 +52,17 @@ class Selection(BaseModel):
     model_config = _OUT
     schema_id: str = Field(default=SELECT_SCHEMA, alias="schema", description="Schema id.")
     source: str = Field(description="The validation-metrics.jsonl that was read.")
-    best_step: int = Field(description="Highest success rate; ties go to the earlier step.")
+    best_step: int = Field(
+        description="Highest success rate among steps with a checkpoint; ties to the earlier."
+    )
     best_success_rate: float = Field(description="Success rate at best_step.")
+    best_validation_step: int = Field(
+        description="Highest success rate of all validations (may lack a checkpoint, e.g. 0)."
+    )
+    checkpoint_steps: list[int] = Field(description="Validated steps that have a checkpoint.")
+    note: str | None = Field(
+        default=None, description="Set when the best validation has no checkpoint."
+    )
     patience: int = Field(description="Validations without improvement before stopping.")
     rounds_since_best: int = Field(description="Validations after best_step.")
     patience_exhausted: bool = Field(description="rounds_since_best >= patience.")
@@ -52,8 +70,33 @@ class Selection(BaseModel):
     checkpoints: list[Checkpoint] = Field(description="All validation steps, by step.")
 
 
-def select_checkpoint(path: Path, *, patience: int = DEFAULT_PATIENCE) -> Selection:
-    """Pick the best validation step and describe how the solved sets moved."""
+def checkpoint_steps_in(folder: Path) -> set[int]:
+    """Steps N of the `global_step_N` folders in a run's checkpoints folder."""
+    return {
+        int(m.group(1))
+        for p in folder.iterdir()
+        if p.is_dir() and (m := re.fullmatch(r"global_step_(\d+)", p.name))
+    }
+
+
+def _best(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Max success rate; ties go to the earlier step (rows are sorted by step)."""
+    best = rows[0]
+    for row in rows[1:]:
+        if row["success_rate_all"] > best["success_rate_all"] + TIE_TOLERANCE:
+            best = row
+    return best
+
+
+def select_checkpoint(
+    path: Path,
+    *,
+    patience: int = DEFAULT_PATIENCE,
+    checkpoints: Path | Collection[int] | None = None,
+) -> Selection:
+    """Pick the best validation step that has a checkpoint, and describe how the solved sets
+    moved. `checkpoints`: a run's checkpoints folder or the steps that have one (default: the
+    `checkpoints/` folder beside `path` if it exists, else every step but 0)."""
     if patience < 1:
         raise ForgeEvalError(
             "--patience",
@@ -62,11 +105,29 @@ def select_checkpoint(path: Path, *, patience: int = DEFAULT_PATIENCE) -> Select
             fix="pass e.g. --patience 3",
         )
     rows = read_metrics(Path(path))
-    # 1. best: max success rate, ties to the earlier step (rows are sorted by step)
-    best = rows[0]
-    for row in rows[1:]:
-        if row["success_rate_all"] > best["success_rate_all"] + TIE_TOLERANCE:
-            best = row
+    # 1. which steps can be chosen, then the best of them and the best of all
+    if checkpoints is None:
+        beside = Path(path).parent / "checkpoints"
+        checkpoints = beside if beside.is_dir() else {r["step"] for r in rows if r["step"] > 0}
+    saved = checkpoint_steps_in(checkpoints) if isinstance(checkpoints, Path) else set(checkpoints)
+    selectable = [row for row in rows if row["step"] in saved]
+    if not selectable:
+        raise ForgeEvalError(
+            str(path),
+            expected="a validated step with a checkpoint",
+            found=f"validated steps {[r['step'] for r in rows]}, checkpoints {sorted(saved)}",
+            fix="validate at save steps (test_freq a multiple of save_freq), or pass "
+            "--checkpoints RUN/checkpoints",
+        )
+    best, overall = _best(selectable), _best(rows)
+    note = None
+    if overall["success_rate_all"] > best["success_rate_all"] + TIE_TOLERANCE:
+        what = "the base model, before any update" if overall["step"] == 0 else "no checkpoint"
+        note = (
+            f"the best validation is step {overall['step']} ({what}; success "
+            f"{overall['success_rate_all']:.3f}): no checkpoint beats it; the best checkpoint "
+            f"is step {best['step']} (success {best['success_rate_all']:.3f})"
+        )
     # 2. adjacent overlaps
     checkpoints, previous = [], None
     for row in rows:
@@ -79,6 +140,7 @@ def select_checkpoint(path: Path, *, patience: int = DEFAULT_PATIENCE) -> Select
                 jaccard_prev=None if previous is None else jaccard(previous, solved),
                 gained=sorted(solved - previous) if previous is not None else [],
                 lost=sorted(previous - solved) if previous is not None else [],
+                has_checkpoint=row["step"] in saved,
             )
         )
         previous = solved
@@ -99,6 +161,9 @@ def select_checkpoint(path: Path, *, patience: int = DEFAULT_PATIENCE) -> Select
         source=str(path),
         best_step=best["step"],
         best_success_rate=best["success_rate_all"],
+        best_validation_step=overall["step"],
+        checkpoint_steps=sorted(r["step"] for r in selectable),
+        note=note,
         patience=patience,
         rounds_since_best=since,
         patience_exhausted=exhausted,

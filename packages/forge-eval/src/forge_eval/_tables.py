@@ -9,11 +9,11 @@ from forge_eval._score import PanelScore, Rate, Report
 from forge_eval._select import Selection
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Columns padded to their widest cell; the first column left-aligned, the rest right."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Columns padded to their widest cell (cells shown with `str`); first column left-aligned."""
     widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
 
-    def line(cells: Sequence[str]) -> str:
+    def line(cells: Sequence[object]) -> str:
         return "  ".join(
             str(c).ljust(w) if i == 0 else str(c).rjust(w)
             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
@@ -152,7 +152,8 @@ def render_selection(selection: Selection) -> str:
     """The `select` table: one row per validation step, the best marked with *."""
     rows = [
         [
-            f"{c.step}{' *' if c.step == selection.best_step else ''}",
+            f"{c.step}{' *' if c.step == selection.best_step else ''}"
+            f"{'' if c.has_checkpoint else ' (no ckpt)'}",
             fmt(c.success_rate_all),
             c.n_solved,
             fmt(c.jaccard_prev),
@@ -171,5 +172,6 @@ def render_selection(selection: Selection) -> str:
             f"best step {selection.best_step} (success {fmt(selection.best_success_rate)}; "
             "ties go to the earlier step)",
             f"patience: {selection.hint}",
+            *([f"note: {selection.note}"] if selection.note else []),
         ]
     )

@@ -74,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_PATIENCE,
         help=f"validations without improvement before stopping (default {DEFAULT_PATIENCE})",
     )
+    select.add_argument(
+        "--checkpoints",
+        type=Path,
+        metavar="DIR",
+        help="the run's checkpoints folder (default: checkpoints/ beside METRICS_JSONL, else "
+        "every step but 0); only steps with a checkpoint can be selected",
+    )
     select.add_argument("--json", metavar="OUT", help="write JSON to OUT ('-' for stdout)")
 
     report = sub.add_parser("report", help="one self-contained HTML page for one or more runs")
@@ -128,7 +135,9 @@ def _p0(args: argparse.Namespace) -> int:
         return 2
     spec, violations = validate_config(args.config)
     if spec is None or spec.phase != "p0":
-        problems = violations or [f"phase {spec.phase}, expected p0"]
+        problems = (
+            [str(v) for v in violations] if spec is None else [f"phase {spec.phase}, expected p0"]
+        )
         print(f"INVALID {args.config}:", *[f"  - {v}" for v in problems], sep="\n", file=sys.stderr)
         return 1
     try:
@@ -212,7 +221,9 @@ def _run(args: argparse.Namespace) -> int:
         )
         _emit(comparison, args.json, render_comparison(comparison))
     elif args.command == "select":
-        selection = select_checkpoint(args.metrics, patience=args.patience)
+        selection = select_checkpoint(
+            args.metrics, patience=args.patience, checkpoints=args.checkpoints
+        )
         _emit(selection, args.json, render_selection(selection))
     else:
         runs = _named(args.runs)
