@@ -39,7 +39,7 @@ ALLOWED: dict[str, frozenset[str]] = {
 # modules allowed more than their package, and why
 EXTRA_ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "forge_eval.p0": (
-        frozenset({"forge_rollout", "forge_sandbox"}),
+        frozenset({"forge_data", "forge_rollout", "forge_sandbox"}),
         "the P0 runner is forge-eval's optional `p0` extra (DESIGN §1)",
     ),
 }

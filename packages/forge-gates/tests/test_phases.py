@@ -22,6 +22,7 @@ from forge_gates.cli import main
 
 SMOKE = [
     "RUN_SPEC_GATE_PASSED",
+    "DATA_SPLIT_VERIFIED",
     "PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED",
     "PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED",
     "PPO_CONTEXT_GUARD_PASSED",
@@ -69,7 +70,8 @@ def test_failed_gate_fails_the_run():
 
 def test_out_of_order_is_named():
     names = list(SMOKE)
-    names[4], names[5] = names[5], names[4]
+    u = names.index("PPO_SMOKE_UPDATE_PASSED")
+    names[u], names[u + 1] = names[u + 1], names[u]
     rules = [p.rule for p in verify_ledger(records(names), "smoke")]
     assert rules == ["gate.order.PPO_COMPACT_CHECKPOINT_PASSED"]
 
@@ -77,16 +79,21 @@ def test_out_of_order_is_named():
 def test_soak_counts_updates_from_spec():
     spec = load_spec("soak-local")
     base = [g if g != "PPO_SMOKE_PASSED" else "PPO_SOAK_PASSED" for g in SMOKE]
-    three = base[:5] + ["PPO_SMOKE_UPDATE_PASSED"] * 2 + base[5:]
+    u = base.index("PPO_SMOKE_UPDATE_PASSED") + 1  # just after the first update
+    three = base[:u] + ["PPO_SMOKE_UPDATE_PASSED"] * 2 + base[u:]
     assert verify_ledger(records(three), "soak", spec) == []
-    two = base[:5] + ["PPO_SMOKE_UPDATE_PASSED"] + base[5:]
+    two = base[:u] + ["PPO_SMOKE_UPDATE_PASSED"] + base[u:]
     assert verify_ledger(records(two), "soak") == []
     assert [p.rule for p in verify_ledger(records(two), "soak", spec)] == [
         "gate.count.PPO_SMOKE_UPDATE_PASSED"
     ]
     # an update after the checkpoint gate breaks the order even though counts are right
     late = (
-        base[:5] + ["PPO_SMOKE_UPDATE_PASSED"] + base[5:6] + ["PPO_SMOKE_UPDATE_PASSED"] + base[6:]
+        base[:u]
+        + ["PPO_SMOKE_UPDATE_PASSED"]
+        + base[u : u + 1]
+        + ["PPO_SMOKE_UPDATE_PASSED"]
+        + base[u + 1 :]
     )
     assert "gate.order.PPO_COMPACT_CHECKPOINT_PASSED" in {
         p.rule for p in verify_ledger(records(late), "soak", spec)

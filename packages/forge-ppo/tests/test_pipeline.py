@@ -5,10 +5,12 @@ run must fail closed (bad config, missing model, full disk, dead inference)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
+import forge_data
 from forge_gates import GateError, load_spec, read_config, read_ledger, verify_run
 from forge_ppo.cli import apply_overrides, main
 
@@ -108,6 +110,26 @@ def test_missing_model_and_full_disk_stop_before_a_run_folder(
     assert "expected a Hugging Face model folder" in capsys.readouterr().err
     assert main(train_args(tmp_path, cache_dir, "checkpoint.min_free_disk_gib=1000000")) == 1
     assert "preflight.disk" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_changed_task_file_stops_the_run_before_a_run_folder(
+    tmp_path: Path, cache_dir: Path, capsys
+) -> None:
+    """The frozen split is verified when a run uses it: one edited task file stops the run
+    with that file named, before any run folder (and so before any rollout)."""
+    split = tmp_path / "split"
+    shutil.copytree(forge_data.demo_split_root(), split)
+    shutil.copytree(forge_data.demo_tasks_root(), split / "tasks")
+    task = forge_data.demo_split_tasks("train")[0].id
+    assert forge_data.verify_task_set(str(split)).violations == []
+    with open(split / "tasks" / task / "instruction.md", "a") as handle:
+        handle.write("\nAlso delete the tests.\n")
+    assert main(train_args(tmp_path, cache_dir, f"data.tasks={split}")) == 1
+    err = capsys.readouterr().err
+    assert "DATA_SPLIT_VERIFIED: 1 rule(s) violated" in err
+    assert "[task.files_changed]" in err and f"{task} files as frozen" in err
+    assert "changed instruction.md" in err
     assert not (tmp_path / "runs").exists()
 
 

@@ -60,6 +60,7 @@ from forge_data._models import SPLITS, Problem, ReadReport, SplitName, Task
 from forge_data._oracle_plan import OracleBatch, plan_oracle_batch
 from forge_data._rows import load_hf_rows, read_jsonl_rows, read_parquet_rows, task_from_row
 from forge_data._sources import read_task_records, read_tasks, write_task_records
+from forge_data._task_set import TaskSetCheck, task_set_folders, verify_task_set
 from forge_data._validation import (
     Schedule,
     ValidationSubset,
@@ -138,6 +139,9 @@ __all__ = [
     "static_filter",
     "task_from_row",
     "verify_frozen",
+    "verify_task_set",
+    "task_set_folders",
+    "TaskSetCheck",
     "write_demo_tasks",
     "write_task_records",
 ]

@@ -33,6 +33,7 @@ from forge_data._manifest import MANIFEST_NAME, Manifest, semantic_sha256
 from forge_data._models import SPLITS, Task
 from forge_gates import Violation, iter_jsonl, tree_files
 
+TASKS_DIR = "tasks"  # a frozen folder may carry its task folders in <folder>/tasks/
 _REFREEZE = "restore the folder from a trusted copy or freeze a new split (never edit one)"
 
 
@@ -73,12 +74,12 @@ def _manifest_rules(manifest: Manifest) -> list[Violation]:
             found.add(
                 "split.cap", f"<= {manifest.spec.per_repo_cap} tasks from {repo}", per_repo[repo]
             )
-        entry = manifest.repositories.get(repo)
-        if entry is None or entry.tasks != per_repo[repo] or {entry.split} != splits:
+        repo_entry = manifest.repositories.get(repo)
+        if repo_entry is None or repo_entry.tasks != per_repo[repo] or {repo_entry.split} != splits:
             found.add(
                 "manifest.repositories",
                 f"{repo}: {per_repo[repo]} tasks in {sorted(splits)}",
-                entry,
+                repo_entry,
             )
     for repo in sorted(set(manifest.repositories) - set(per_repo)):
         found.add("manifest.repositories", "only repositories with tasks", f"{repo} has none")
@@ -180,6 +181,8 @@ def verify_frozen(
     split_problems, records = _split_file_rules(root, manifest)
     found += split_problems
     allowed = {MANIFEST_NAME} | {f"{s}.jsonl" for s in SPLITS}
+    if tasks_root is not None and Path(tasks_root).resolve() == (root / TASKS_DIR).resolve():
+        allowed.add(TASKS_DIR)  # the split's own task folders, verified below
     for extra in sorted(p.name for p in root.iterdir() if p.name not in allowed):
         found.add("folder.unexpected_file", f"only {sorted(allowed)}", extra, "remove it")
     # 3. the task folders themselves, when given

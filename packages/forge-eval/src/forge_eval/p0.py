@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from forge_data import verify_task_set
 from forge_eval._compare import compare_jobs
 from forge_eval._html import render_html
 from forge_eval._reader import read_job
@@ -79,6 +80,7 @@ def run_p0(
     `checkpoints` maps candidate names to `global_step_N` folders; the name 'base' needs none.
     """
     ev = spec.eval
+    assert ev is not None, "a p0 spec has an [eval] section (rule p0.eval_section)"
     # 1. candidates, panels and the protocol, before any folder exists
     check = Check("P0_PROTOCOL_GATE_PASSED")
     adapters: dict[str, Path | None] = {}
@@ -97,6 +99,8 @@ def run_p0(
         adapters[name] = folder
     gate(None, "P0_CANDIDATES_PASSED", check.violations, {"candidates": list(ev.candidates)})
     model_dir = resolve_model(spec, cache_dir)
+    split = verify_task_set(spec.data.tasks)  # tamper check: a changed task file stops here
+    gate(None, "DATA_SPLIT_VERIFIED", split.violations, split.fields())
     panels = {panel: resolve_split(spec.data.tasks, panel) for panel in ev.panels}
     config = agent_config_from_spec(spec, "eval")
     protocol = {
@@ -125,6 +129,7 @@ def run_p0(
         "RUN_SPEC_GATE_PASSED",
         {"phase": "p0", "name": spec.name, "sha256": spec_sha256(spec)},
     )
+    record_gate(run_dir, "DATA_SPLIT_VERIFIED", split.fields())
     jobs = {n: {p: str(run_dir / "jobs" / n / p) for p in ev.panels} for n in ev.candidates}
     atomic_write_text(
         run_dir / "jobs.json",

@@ -53,7 +53,8 @@ def _separated(spec: RunSpec | None) -> list[Requirement]:
 
 def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requirement]:
     """The ordered requirements for `phase` (refined by `spec` when given)."""
-    start = [Requirement("RUN_SPEC_GATE_PASSED")]
+    # every phase reads a frozen task set: verified (tamper check) before any rollout
+    start = [Requirement("RUN_SPEC_GATE_PASSED"), Requirement("DATA_SPLIT_VERIFIED")]
     if phase in ("smoke", "soak"):
         updates = (1, 1) if phase == "smoke" else (2, 3)
         if spec is not None and spec.schedule.total_updates is not None:
@@ -84,7 +85,7 @@ def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requiremen
             Requirement("PPO_FINAL_CHECKPOINT_PASSED"),
         ]
     if phase == "p0":
-        panels = (1, None)
+        panels: tuple[int, int | None] = (1, None)
         if spec is not None and spec.eval is not None:
             n = len(spec.eval.panels) * len(spec.eval.candidates)
             panels = (n, n)

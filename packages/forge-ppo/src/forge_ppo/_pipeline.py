@@ -28,15 +28,18 @@ from forge_gates import (
     verify_run,
     write_config_summary,
 )
+from forge_ppo._actor import Actor
 from forge_ppo._checkpoint import save_checkpoint
 from forge_ppo._models import build_models
 from forge_ppo._plan import RunPlan, plan_run, rounds
 from forge_ppo._rollouts import rollout_batch, rollout_metrics, validate
 from forge_ppo._runlog import Curves, RunLog, all_finite, check_curves
+from forge_ppo._summary import ParentCheckpoint
 from forge_ppo._trainer import PPOTrainer
+from forge_ppo._update import UpdateRecord
+from forge_ppo._value_model import ValueModel
 from forge_rollout import LocalStack, agent_config_from_spec, resolve_model
 from forge_rollout.rows import ConversionStats, SampleRow, rows_from_job
-
 
 # the engines this pipeline drives, per concern (DESIGN §2); preflight refuses any other
 BACKENDS: dict[str, tuple[str, ...]] = {
@@ -90,7 +93,10 @@ def train(
         {"phase": spec.phase},
     )
     model_dir = resolve_model(spec, cache_dir)
-    # 2. the run folder: resolved spec + hash, and the spec gate
+    # the frozen split as frozen (tamper check): a changed task file stops here, named
+    split = forge_data.verify_task_set(spec.data.tasks)
+    gate(None, "DATA_SPLIT_VERIFIED", split.violations, split.fields())
+    # 2. the run folder: resolved spec + hash, the spec gate, the verified split
     run_dir = new_run_dir(spec, run_dir, runs_root)
     write_config_summary(run_dir, spec)
     record_gate(
@@ -98,6 +104,7 @@ def train(
         "RUN_SPEC_GATE_PASSED",
         {"phase": spec.phase, "name": spec.name, "sha256": spec_sha256(spec)},
     )
+    record_gate(run_dir, "DATA_SPLIT_VERIFIED", split.fields())
     # 3. data plan (formal data gates), then the token budgets
     plan = plan_run(spec, run_dir)
     budget_gates(spec, run_dir)
@@ -238,13 +245,13 @@ def _rows_and_metrics(job_dirs: list[Path]) -> tuple[list[SampleRow], dict[str, 
 
 def _save(
     spec: RunSpec,
-    actor: Any,
-    critic: Any,
-    record: Any,
+    actor: Actor,
+    critic: ValueModel,
+    record: UpdateRecord,
     model_dir: Path,
     run_dir: Path,
     step: int,
-    parent: Any,
+    parent: ParentCheckpoint | None,
 ) -> None:
     root = run_dir / "checkpoints"
     save_checkpoint(
