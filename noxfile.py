@@ -132,8 +132,9 @@ def lint(session: nox.Session) -> None:
     """ruff check + format, uv.lock current, import contracts, mypy; tools pinned in the lock.
 
     In order: `ruff check .`, `ruff format --check .`, `uv lock --check` (find-links unset: is
-    uv.lock current for the pyprojects?), `lint-imports` (root `[tool.importlinter]`) and `mypy`
-    (root `[tool.mypy]`). Every check runs; the session fails once, naming the failed ones.
+    uv.lock current for the pyprojects?), `lint-imports` (root `[tool.importlinter]`),
+    `tools/check_imports.py` (the rules import-linter cannot express) and `mypy` (root
+    `[tool.mypy]`). Every check runs; the session fails once, naming the failed ones.
     """
     install_workspace(session)  # mypy needs the packages' dependencies (torch included)
     failed = []
