@@ -156,3 +156,36 @@ def test_new_run_dir_is_fresh_and_never_reused(tmp_path):
     with pytest.raises(GateError, match="run_dir.new"):
         new_run_dir(spec, made, tmp_path)
     assert new_run_dir(spec, tmp_path / "empty", tmp_path) == tmp_path / "empty"
+
+
+def _formal_ledger(validation_steps, save_steps, batches_per_epoch=24):
+    """A formal-5gpu ledger (187 tasks at batch 8: 24 steps; validate 0/10/20/24, save 10/20/24)."""
+    spec = load_spec("formal-5gpu")
+    out = []
+    for req in phase_contract("formal", spec):
+        if req.gate == "TRAIN_EPOCH_COVERAGE":
+            for step in validation_steps:
+                out.append(GateRecord(gate="PPO_VALIDATION_PASSED", fields={"step": step}, at="t"))
+            for step in save_steps:
+                out.append(
+                    GateRecord(gate="PPO_COMPACT_CHECKPOINT_PASSED", fields={"step": step}, at="t")
+                )
+        fields = {"batches_per_epoch": batches_per_epoch} if "FULL_DATASET" in req.gate else {}
+        out.append(GateRecord(gate=req.gate, fields=fields, at="t"))
+    return out, spec
+
+
+def test_formal_ledger_needs_every_scheduled_validation_and_checkpoint():
+    good, spec = _formal_ledger([0, 10, 20, 24], [10, 20, 24])
+    assert verify_ledger(good, "formal", spec) == []
+    skipped, _ = _formal_ledger([0, 10, 24], [10, 20, 24])
+    (v,) = verify_ledger(skipped, "formal", spec)
+    assert v.rule == "schedule.PPO_VALIDATION_PASSED"
+    assert "[0, 10, 20, 24]" in v.expected and "missing [20]" in v.found
+    twice, _ = _formal_ledger([0, 10, 20, 24], [10, 20, 20, 24])
+    (v,) = verify_ledger(twice, "formal", spec)
+    assert v.rule == "schedule.PPO_COMPACT_CHECKPOINT_PASSED" and "repeated [20]" in v.found
+    # a final step off the save interval must be saved too (25 steps: 10, 20, 25)
+    off, _ = _formal_ledger([0, 10, 20, 25], [10, 20], batches_per_epoch=25)
+    (v,) = verify_ledger(off, "formal", spec)
+    assert "missing [25]" in v.found

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forge_data._errors import raise_all
 from forge_data._models import SHA256_PATTERN
-from forge_gates import Check, gate, sha256_canonical
+from forge_gates import Check, gate, schedule_steps, sha256_canonical
 
 VALIDATION_SUBSET_GATE = "TRAIN_VALIDATION_SUBSET_GATE_PASSED"
 CONTRACT_SCHEMA_VERSION = 1
@@ -149,10 +149,12 @@ def plan_schedule(
     )
     raise_all(check.gate, check.violations)
     # 2. the steps
-    validation = {total_steps, *range(test_freq, total_steps + 1, test_freq)}
-    if validate_before_train:
-        validation.add(0)
-    saves = {total_steps, *range(save_freq, total_steps + 1, save_freq)}
+    validation, saves = schedule_steps(
+        total_steps,
+        test_freq=test_freq,
+        save_freq=save_freq,
+        validate_before_train=validate_before_train,
+    )
     # 3. every validated checkpoint must exist
     unsaved = sorted(s for s in validation if s > 0 and s not in saves)
     check.require(
@@ -167,6 +169,6 @@ def plan_schedule(
         total_steps=total_steps,
         test_freq=test_freq,
         save_freq=save_freq,
-        validation_steps=tuple(sorted(validation)),
-        save_steps=tuple(sorted(saves)),
+        validation_steps=validation,
+        save_steps=saves,
     )

@@ -88,6 +88,7 @@ from forge_gates._preflight import (
     preflight,
 )
 from forge_gates._rules import check_spec
+from forge_gates._schedule import schedule_steps
 from forge_gates._spec import (
     AgentSpec,
     BackendSpec,
@@ -166,6 +167,7 @@ __all__ = [
     "resolve_config",
     "sha256_canonical",
     "sha256_text",
+    "schedule_steps",
     "shipped_configs",
     "spec_sha256",
     "tree_files",

@@ -21,6 +21,7 @@ from forge_gates._atomic import atomic_write_json
 from forge_gates._checks import GateError, Violation
 from forge_gates._config import spec_sha256
 from forge_gates._ledger import GateRecord, read_ledger
+from forge_gates._schedule import schedule_steps
 from forge_gates._spec import Phase, RunSpec
 
 CONFIG_SUMMARY = "config-summary.json"
@@ -83,7 +84,7 @@ def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requiremen
             *_warm_start(spec),
             Requirement("TRAIN_EPOCH_COVERAGE", *epochs),
             Requirement("PPO_FINAL_CHECKPOINT_PASSED"),
-        ]
+        ]  # plus one validation / checkpoint gate per scheduled step (`_schedule_rules`)
     if phase == "p0":
         panels: tuple[int, int | None] = (1, None)
         if spec is not None and spec.eval is not None:
@@ -151,7 +152,48 @@ def verify_ledger(
                 )
             )
         previous = req
+    if phase == "formal" and spec is not None:
+        violations += _schedule_rules(records, spec)
     return violations
+
+
+VALIDATION_GATE = "PPO_VALIDATION_PASSED"
+CHECKPOINT_GATE = "PPO_COMPACT_CHECKPOINT_PASSED"
+
+
+def _schedule_rules(records: list[GateRecord], spec: RunSpec) -> list[Violation]:
+    """A formal ledger holds one validation gate per validation step and one checkpoint gate
+    per save step of the schedule (computed from the recorded batches and the spec)."""
+    dataset = [r for r in records if r.gate == "TRAIN_FULL_DATASET_GATE_PASSED"]
+    if not dataset or not isinstance(dataset[-1].fields.get("batches_per_epoch"), int):
+        return []  # the missing dataset gate is already a violation
+    s = spec.schedule
+    total = dataset[-1].fields["batches_per_epoch"] * s.total_epochs
+    try:
+        validation, saves = schedule_steps(
+            total,
+            test_freq=s.test_freq,
+            save_freq=s.save_freq,
+            validate_before_train=s.val_before_train,
+        )
+    except ValueError:
+        return []  # spec rules refuse such a formal spec
+    out = []
+    for gate, expected in ((VALIDATION_GATE, validation), (CHECKPOINT_GATE, saves)):
+        steps = [r.fields.get("step") for r in records if r.gate == gate]
+        missing = sorted(set(expected) - set(steps))
+        extra = sorted({x for x in steps if x not in expected}, key=str)
+        repeated = sorted({x for x in steps if steps.count(x) > 1}, key=str)
+        if missing or extra or repeated:
+            out.append(
+                Violation(
+                    rule=f"schedule.{gate}",
+                    expected=f"{gate} once at each of steps {list(expected)} ({total} steps)",
+                    found=f"missing {missing}, unexpected {extra}, repeated {repeated}",
+                    fix="the run skipped a scheduled validation or save; rerun into a new folder",
+                )
+            )
+    return out
 
 
 def new_run_dir(spec: RunSpec, run_dir: Path | None, runs_root: Path) -> Path:

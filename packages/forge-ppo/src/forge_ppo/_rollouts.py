@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from forge_gates import RunSpec, append_jsonl
+from forge_gates import RunSpec, append_jsonl, record_gate
 from forge_ppo._observability import EpisodeOutcome, task_rollout_metrics
 from forge_ppo._plan import RunPlan
+from forge_ppo._runlog import RunLog
 from forge_rollout import POLICY_NAME, AgentConfig, LocalStack, agent_config_from_spec, run_rollouts
 from forge_sandbox import reward_of
 
@@ -41,7 +42,9 @@ def rollout_batch(
     attempts: int | None = None,
 ) -> Path:
     """Episodes of `task_ids` (each `rollouts_per_task` times) into `job_dir`."""
-    assert spec.ppo is not None or attempts is not None
+    if attempts is None:
+        assert spec.ppo is not None, "a training spec has [ppo]; pass `attempts` otherwise"
+        attempts = spec.ppo.rollouts_per_task
     asyncio.run(
         run_rollouts(
             [plan.tasks[i] for i in task_ids],
@@ -49,7 +52,7 @@ def rollout_batch(
             endpoint=live.gateway_url,
             model=POLICY_NAME,
             config=config,
-            attempts=attempts or spec.ppo.rollouts_per_task,
+            attempts=attempts,
             concurrency=spec.resources.concurrency,
             traces_dir=live.traces_dir,
             verifier_timeout_s=spec.agent.verifier_timeout_s,
@@ -102,7 +105,7 @@ def rollout_metrics(job_dirs: list[Path]) -> dict[str, float]:
 
 
 def validate(
-    spec: RunSpec, plan: RunPlan, live: LocalStack, run_dir: Path, step: int, log: Any
+    spec: RunSpec, plan: RunPlan, live: LocalStack, run_dir: Path, step: int, log: RunLog
 ) -> dict[str, Any]:
     """Greedy rollouts of the validation subset; one line of validation-metrics.jsonl."""
     job = run_dir / "validation" / f"step_{step:04d}"
@@ -117,15 +120,27 @@ def validate(
     )
     episodes = episode_outcomes([job])
     solved = sorted(e.task_id for e in episodes if e.success)
-    line = {
+    success_rate = len(solved) / max(len(plan.validation_ids), 1)
+    line: dict[str, Any] = {
         "schema": VALIDATION_SCHEMA,
         "step": step,
-        "success_rate_all": len(solved) / max(len(plan.validation_ids), 1),
+        "success_rate_all": success_rate,
         "solved": solved,
         "n_tasks": len(plan.validation_ids),
         "errors": sum(e.error for e in episodes),
         "task_order": list(plan.validation_ids),
     }
     append_jsonl(run_dir / "validation-metrics.jsonl", line, fsync=True)
-    log.metrics(step, {"val/success_rate_all": line["success_rate_all"]})
+    record_gate(
+        run_dir,
+        "PPO_VALIDATION_PASSED",
+        {
+            "step": step,
+            "tasks": line["n_tasks"],
+            "solved": len(solved),
+            "errors": line["errors"],
+            "success_rate_all": line["success_rate_all"],
+        },
+    )
+    log.metrics(step, {"val/success_rate_all": success_rate})
     return line
