@@ -16,6 +16,7 @@ import openai
 import pytest
 import torch
 
+from forge_rollout._count import CountError, TokenizerCounter
 from forge_rollout._sampling import sequence_log_probs
 from forge_rollout._traces import read_traces
 
@@ -109,6 +110,19 @@ def test_exact_boundary(upstream, gateway_at, tiny_model_dir, tmp_path, post, co
         assert gateway.counter.name == counter
     (trace,) = read_traces(tmp_path / "t", "s")
     assert len(trace.prompt_token_ids) == prompt
+
+
+def test_tokenizer_counter_refuses_a_chat_body_without_messages(tiny_model_dir) -> None:
+    counter = TokenizerCounter(tiny_model_dir)
+    try:
+        with pytest.raises(CountError) as raised:
+            counter._count_sync("chat.completions", {"model": "tiny"})
+    finally:
+        counter.pool.shutdown(wait=False)
+    error = json.loads(raised.value.body)["error"]
+    assert raised.value.status == 400
+    assert (error["param"], error["type"]) == ("messages", "invalid_request_error")
+    assert "expected `messages` to be a list; found NoneType" in error["message"]
 
 
 def test_traced_log_probs_equal_a_fresh_forward_pass(

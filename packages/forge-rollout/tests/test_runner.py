@@ -186,6 +186,8 @@ def test_attempts_resume_and_bad_input(tmp_path: Path, gateway_at) -> None:
         select_tasks(tasks, ["nope"])
     with pytest.raises(FileNotFoundError, match="expected 'demo'"):
         resolve_tasks(str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match=r"expected a split among \['train', .*found 'bogus'"):
+        resolve_tasks("demo:bogus")
     with run_app_in_thread(scripted_upstream(demo_solutions(tasks))) as upstream:
         with gateway_at(upstream, traces, window=WINDOW, reserve=0) as (gateway, _):
             job = tmp_path / "job"

@@ -154,7 +154,7 @@ def load_hf_rows(
     the user asks. Export to JSONL once and read that file offline afterwards.
     """
     try:
-        import datasets  # type: ignore[import-not-found]
+        import datasets
     except ImportError as exc:
         raise DataError(
             "Hugging Face loader",

@@ -69,7 +69,7 @@ class AgentInfo(BaseModel):
     model_info: ModelInfo | None = Field(default=None, description="Model used by the agent.")
 
 
-class AgentConfig(BaseModel):
+class AgentConfig(BaseModel):  # type: ignore[no-redef]  # pydantic plugin bug #3125: field `kwargs`
     """`TrialConfig.agent` / `JobConfig.agents[i]`."""
 
     model_config = _HARBOR

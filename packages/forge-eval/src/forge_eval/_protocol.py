@@ -81,8 +81,8 @@ def protocol_of(job: Job) -> Protocol:
         retries = retry.max_retries if retry else int(legacy.get("max_retries", 0))
     per_task: dict[tuple[str, str], int] = {}
     for attempt in job.attempts:
-        key = (attempt.panel, attempt.task_name)
-        per_task[key] = per_task.get(key, 0) + 1
+        task_key = (attempt.panel, attempt.task_name)
+        per_task[task_key] = per_task.get(task_key, 0) + 1
     attempts = job.config.n_attempts if job.config else max(per_task.values())
     return Protocol(
         model=agent.model_name or _info_model(first),

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from forge_eval._errors import ForgeEvalError
 from forge_eval._harbor_models import JobConfig, JobResult, TrialResult
@@ -58,6 +59,8 @@ class Job:
     attempts: tuple[Attempt, ...]
     trials: tuple[TrialResult, ...]
     warnings: tuple[str, ...]
+    panel_from_folder: bool = False
+    """True when no dataset name was recorded: the only panel is named after the job folder."""
 
 
 _UNION_TAG = re.compile(r"^(int|float|str|bool|none|[a-z-]+\[.*\])$")
@@ -69,7 +72,7 @@ def validate_file(model: type[M], data: Any, path: Path) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems: dict[str, dict[str, Any]] = {}
+        problems: dict[str, ErrorDetails] = {}
         for error in exc.errors():
             parts = [str(p) for p in error["loc"] if not _UNION_TAG.match(str(p))]
             problems.setdefault(".".join(parts) or "(top level)", error)
@@ -147,6 +150,7 @@ def read_job(path: str | Path, *, panel: str | None = None, allow_incomplete: bo
         )
         trials.append(trial)
         attempts.append(_attempt(trial, trial_dir, panel_of(trial, config, path), warnings))
+    from_folder = panel is None and all(_dataset_of(t, config) is None for t in trials)
     # 4. consistency checks; the panel override renames one panel, never merges several
     if panel is not None:
         natural = sorted({a.panel for a in attempts})
@@ -167,7 +171,7 @@ def read_job(path: str | Path, *, panel: str | None = None, allow_incomplete: bo
         )
     attempts.sort(key=lambda a: (a.panel, a.task_name, _start_key(a.started_at), a.trial_name))
     name = (config.job_name if config and config.job_name else None) or path.name
-    return Job(path, name, config, tuple(attempts), tuple(trials), tuple(warnings))
+    return Job(path, name, config, tuple(attempts), tuple(trials), tuple(warnings), from_folder)
 
 
 def _start_key(started_at: datetime | None) -> float:
@@ -185,6 +189,11 @@ def panel_of(trial: TrialResult, config: JobConfig | None, job_dir: Path) -> str
     First match: the trial's `source` (Harbor's own dataset key), its `config.task.source`,
     the job's only dataset (`name`, else the `path` basename), else the job directory name.
     """
+    return _dataset_of(trial, config) or job_dir.name
+
+
+def _dataset_of(trial: TrialResult, config: JobConfig | None) -> str | None:
+    """The dataset name recorded for a trial (see `panel_of`), or None when there is none."""
     if trial.source:
         return trial.source
     if trial.config and trial.config.task and trial.config.task.source:
@@ -193,7 +202,7 @@ def panel_of(trial: TrialResult, config: JobConfig | None, job_dir: Path) -> str
         dataset = config.datasets[0]
         if dataset.name or dataset.path:
             return dataset.name or Path(str(dataset.path)).name
-    return job_dir.name
+    return None
 
 
 def _attempt(trial: TrialResult, trial_dir: Path, panel: str, warnings: list[str]) -> Attempt:

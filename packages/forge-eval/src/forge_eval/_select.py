@@ -129,10 +129,11 @@ def select_checkpoint(
             f"is step {best['step']} (success {best['success_rate_all']:.3f})"
         )
     # 2. adjacent overlaps
-    checkpoints, previous = [], None
+    history: list[Checkpoint] = []
+    previous = None
     for row in rows:
         solved = row["solved"]
-        checkpoints.append(
+        history.append(
             Checkpoint(
                 step=row["step"],
                 success_rate_all=row["success_rate_all"],
@@ -168,7 +169,7 @@ def select_checkpoint(
         rounds_since_best=since,
         patience_exhausted=exhausted,
         hint=hint,
-        checkpoints=checkpoints,
+        checkpoints=history,
     )
 
 

@@ -147,6 +147,7 @@ class Actor:
         Gradients flow when enabled by the caller. batch: on the actor's device.
         """
         base = self.model.get_base_model()
+        assert isinstance(base, PreTrainedModel), "peft types it nn.Module; ours is a causal LM"
         hidden = base.get_decoder()(
             input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False
         ).last_hidden_state

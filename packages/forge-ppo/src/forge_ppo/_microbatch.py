@@ -73,7 +73,7 @@ def _improve(bins: Bins, lengths: dict[int, int], *, allow_moves: bool, rounds: 
             if other == top:
                 continue
             for a in bins[top]:
-                candidates = [None] if allow_moves else []
+                candidates: list[int | None] = [None] if allow_moves else []
                 candidates += bins[other]
                 for b in candidates:
                     delta = lengths[a] - (0 if b is None else lengths[b])

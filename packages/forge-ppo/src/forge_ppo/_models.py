@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from forge_gates import RunSpec
 from forge_ppo._actor import Actor
+from forge_ppo._summary import ParentCheckpoint
 from forge_ppo._value_model import ValueModel
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
-def build_models(spec: RunSpec, model_dir: Path, run_dir: Path) -> tuple[Actor, ValueModel, Any]:
+def build_models(
+    spec: RunSpec, model_dir: Path, run_dir: Path
+) -> tuple[Actor, ValueModel, ParentCheckpoint | None]:
     """(actor, critic, parent checkpoint record or None). The critic trains in float32 on CPU
     (bf16 matmuls are slow and lossy there); checkpoints store it in `model.critic_dtype`."""
     torch.manual_seed(spec.seed)

@@ -9,7 +9,7 @@ row never exceeds the budget (the planner raises naming it), so the budget alway
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
@@ -39,7 +39,7 @@ def task_mini_batches(task_ids: Sequence[str], tasks_per_mini_batch: int) -> lis
     ]
 
 
-def _split_padded(indices: list[int], lengths: Sequence[int], budget: int) -> list[list[int]]:
+def _split_padded(indices: list[int], lengths: Mapping[int, int], budget: int) -> list[list[int]]:
     """Split one planned micro-batch so that rows x longest <= budget (longest rows first)."""
     if padded_tokens([lengths[i] for i in indices]) <= budget:
         return [indices]

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forge_gates import RunSpec
 from forge_ppo._actor import Actor
-from forge_ppo._batch import assert_finite_metrics, collate, split_rows
+from forge_ppo._batch import Batch, assert_finite_metrics, collate, split_rows
 from forge_ppo._errors import PPOInputError
 from forge_ppo._gae import compute_gae, masked_whiten
 from forge_ppo._metrics import masked_entropy_mean
@@ -211,9 +211,13 @@ class PPOTrainer:
         everything = range(len(rows))
         actor_groups = micro_batches(rows, everything, budgets.actor_train_tokens)
         device = actor.device
-        old_log_probs, entropy = infer(
-            rows, actor_groups, lambda b: tuple(actor.forward(b, entropy=True)), width, device
-        )
+
+        def log_probs_and_entropy(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+            out = actor.forward(batch, entropy=True)
+            assert out.entropy is not None, "forward(entropy=True) returns the entropy"
+            return out.log_probs, out.entropy
+
+        old_log_probs, entropy = infer(rows, actor_groups, log_probs_and_entropy, width, device)
         timer.lap("old_log_probs")
         ref_log_probs = None
         if self.ppo.kl_beta > 0:

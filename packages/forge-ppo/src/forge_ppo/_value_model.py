@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import torch
-from transformers import AutoConfig, AutoModel, PretrainedConfig
+from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
 
 CRITIC_CONFIG_SCHEMA = "forge-ppo/critic-config@1"
 DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp32": torch.float32}
@@ -29,7 +29,7 @@ class ValueModel(torch.nn.Module):
     """Backbone + `value_head` (Linear hidden -> 1). State-dict keys: `backbone.*`,
     `value_head.weight`, `value_head.bias`."""
 
-    def __init__(self, backbone: torch.nn.Module, *, base_model: str) -> None:
+    def __init__(self, backbone: PreTrainedModel, *, base_model: str) -> None:
         super().__init__()
         self.backbone = backbone
         self.base_model = base_model

@@ -206,6 +206,7 @@ def warm_start(
             ],
         )
     gate(run_dir, ACTOR_GATE, problems, {"tensors": len(file_state)})
+    assert actor is not None  # a failed load is a violation: gate() raised
     # 3. the critic
     critic_path = folder / CRITIC_DIR / CRITIC_WEIGHTS
     problems = load_critic_strict(critic, critic_path, DTYPES[summary.critic_dtype])

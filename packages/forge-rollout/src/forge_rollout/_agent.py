@@ -18,7 +18,7 @@ import asyncio
 import os
 import time
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 os.environ.setdefault("MSWEA_SILENT_STARTUP", "1")  # no banner, no global-config side effects
 
@@ -31,9 +31,11 @@ from minisweagent.models.utils.actions_text import (
     format_observation_messages,
     parse_regex_actions,
 )
+from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from forge_gates import RunSpec
+from forge_sandbox import Sandbox
 
 SUBMIT_WORD = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 ACTION_REGEX = r"```mswea_bash_command\s*\n(.*?)\n```"
@@ -151,7 +153,11 @@ class GatewayModel:
         self.n_output_tokens = 0
 
     def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
-        prepared = [{"role": m["role"], "content": m["content"]} for m in messages]
+        # mini-swe-agent's messages are chat-API {role, content} dicts (system, user, assistant)
+        prepared = [
+            cast(ChatCompletionMessageParam, {"role": m["role"], "content": m["content"]})
+            for m in messages
+        ]
         try:
             response = self.client.chat.completions.create(
                 model=self.model_name, messages=prepared, **(self.config.sampling() | kwargs)
@@ -233,7 +239,7 @@ class SandboxEnvironment:
 
     def __init__(
         self,
-        sandbox: Any,
+        sandbox: Sandbox,
         loop: asyncio.AbstractEventLoop,
         config: AgentConfig,
         cwd: str = "/workspace",

@@ -12,12 +12,13 @@ import contextlib
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
 
 from aiohttp import web
 
 
-async def _start(app: web.Application, host: str, port: int, cancel: bool) -> tuple[Any, str]:
+async def _start(
+    app: web.Application, host: str, port: int, cancel: bool
+) -> tuple[web.AppRunner, str]:
     # in-flight requests get 5 s to finish at shutdown (aiohttp's default is 60 s)
     runner = web.AppRunner(app, handler_cancellation=cancel, access_log=None, shutdown_timeout=5)
     await runner.setup()
@@ -42,16 +43,17 @@ def run_app_in_thread(
     """
     loop = asyncio.new_event_loop()
     started = threading.Event()
-    state: dict[str, object] = {}
+    runner: web.AppRunner | None = None
+    url = ""
+    error: BaseException | None = None
 
     def main() -> None:
+        nonlocal runner, url, error
         asyncio.set_event_loop(loop)
         try:
-            state["runner"], state["url"] = loop.run_until_complete(
-                _start(app, host, port, handler_cancellation)
-            )
-        except BaseException as error:  # surfaced to the caller below
-            state["error"] = error
+            runner, url = loop.run_until_complete(_start(app, host, port, handler_cancellation))
+        except BaseException as exc:  # surfaced to the caller below
+            error = exc
             started.set()
             return
         started.set()
@@ -61,13 +63,13 @@ def run_app_in_thread(
     thread.start()
     if not started.wait(startup_timeout):
         raise TimeoutError(f"expected the app to start within {startup_timeout}s; it did not")
-    if "error" in state:
-        raise RuntimeError(f"the app did not start: {state['error']!r}") from state["error"]
+    if error is not None:
+        raise RuntimeError(f"the app did not start: {error!r}") from error
+    assert runner is not None, "main() sets the runner before `started` unless it sets the error"
     try:
-        yield str(state["url"])
+        yield url
     finally:
-        runner = state["runner"]
-        future = asyncio.run_coroutine_threadsafe(runner.cleanup(), loop)  # type: ignore[attr-defined]
+        future = asyncio.run_coroutine_threadsafe(runner.cleanup(), loop)
         with contextlib.suppress(Exception):
             future.result(timeout=10)
         loop.call_soon_threadsafe(loop.stop)

@@ -52,6 +52,15 @@ def _single_prompt(body: dict[str, Any]) -> str | list[int]:
     raise CountError(400, json.dumps(error).encode())
 
 
+def _chat_messages(body: dict[str, Any]) -> list[Any]:
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        return messages
+    message = f"expected `messages` to be a list; found {type(messages).__name__}; fix: send one"
+    error = {"error": {"message": message, "type": "invalid_request_error", "param": "messages"}}
+    raise CountError(400, json.dumps(error).encode())
+
+
 class UpstreamCounter:
     """Counts with the upstream's `/tokenize` (vLLM: `{"count": N, ...}`)."""
 
@@ -101,7 +110,7 @@ class TokenizerCounter:
             kwargs = dict(body.get("chat_template_kwargs") or {})
             continue_final = bool(body.get("continue_final_message", False))
             text = self.tokenizer.apply_chat_template(
-                body.get("messages"),
+                _chat_messages(body),
                 tools=body.get("tools"),
                 add_generation_prompt=bool(body.get("add_generation_prompt", True))
                 and not continue_final,

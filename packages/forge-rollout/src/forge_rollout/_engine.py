@@ -142,7 +142,7 @@ class Engine:
         try:
             text = self.tokenizer.apply_chat_template(
                 messages,
-                tools=tools,
+                tools=list(tools) if tools is not None else None,  # transformers' list type
                 add_generation_prompt=add_generation_prompt and not continue_final_message,
                 continue_final_message=continue_final_message,
                 tokenize=False,
@@ -159,16 +159,19 @@ class Engine:
         return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
 
     def detokenize(self, token_ids: list[int], skip_special_tokens: bool = True) -> str:
-        return self.tokenizer.decode(token_ids, skip_special_tokens=skip_special_tokens)
+        text = self.tokenizer.decode(token_ids, skip_special_tokens=skip_special_tokens)
+        assert isinstance(text, str), "one sequence of ids decodes to one string"
+        return text
 
     def token_bytes(self, token_id: int) -> bytes:
         """The exact bytes a token stands for (byte-level BPE), else its decoded UTF-8."""
         piece = self.tokenizer.convert_ids_to_tokens(token_id)
+        assert not isinstance(piece, list), "one id converts to one token"
         if token_id in self.tokenizer.all_special_ids or piece is None:
             return (piece or "").encode("utf-8")
         if all(ch in self._bytes for ch in piece):
             return bytes(self._bytes[ch] for ch in piece)
-        return self.tokenizer.decode([token_id]).encode("utf-8")
+        return self.detokenize([token_id], skip_special_tokens=False).encode("utf-8")
 
     def token_text(self, token_id: int) -> str:
         """vLLM's token string: the UTF-8 text, or `bytes:\\xNN...` for a partial character."""
@@ -230,7 +233,7 @@ class Engine:
         tokens: list[list[int]] = [[] for _ in range(rows)]
         log_probs: list[list[float]] = [[] for _ in range(rows)]
         tops: list[list[list[tuple[int, float]]]] = [[] for _ in range(rows)]
-        finish: list[tuple[str, str | int | None, str] | None] = [None] * rows
+        finish: list[tuple[str, str | int | None, str | None] | None] = [None] * rows
         # 1. prefill the prompt once per row (all rows share its length: no padding)
         out = self.model(input_ids=torch.tensor([prompt_ids] * rows), use_cache=True)
         cache, logits = _cache_of(out), out.logits[:, -1, :]

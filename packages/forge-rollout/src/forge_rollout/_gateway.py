@@ -46,7 +46,13 @@ class Gateway:
         self.stats = GatewayStats()
         self.writer = TraceWriter(config.traces_dir, fsync=config.fsync)
         self.session: aiohttp.ClientSession | None = None
-        self.counter: Any = None
+        self.counter: TokenizerCounter | UpstreamCounter | None = None
+
+    @property
+    def client(self) -> aiohttp.ClientSession:
+        """The upstream session; `start` (the app's startup hook) opens it."""
+        assert self.session is not None, "Gateway.start runs before any handler"
+        return self.session
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -78,7 +84,7 @@ class Gateway:
 
     async def check_guard(self) -> None:
         """The `PPO_CONTEXT_GUARD_PASSED window=N reserve=R` gate (raises GateError)."""
-        await check_guard_gate(self.session, self.upstream, self.config)  # type: ignore[arg-type]
+        await check_guard_gate(self.client, self.upstream, self.config)
 
     # -- model calls ------------------------------------------------------------------------
 
@@ -117,6 +123,7 @@ class Gateway:
         # 3. exact prompt length against window - reserve
         count_ms = 0.0
         if refusal is None:
+            assert self.counter is not None, "Gateway.start runs before any handler"
             try:
                 prompt_tokens = await self.counter.count(endpoint, body)
             except CountError as error:
@@ -138,7 +145,7 @@ class Gateway:
             headers["Authorization"] = request.headers["Authorization"]
         upstream_clock = time.perf_counter()
         try:
-            async with self.session.post(  # type: ignore[union-attr]
+            async with self.client.post(
                 f"{self.upstream}/v1/{request.match_info['endpoint']}",
                 data=json.dumps(forward).encode(),
                 headers=headers,
@@ -239,7 +246,7 @@ class Gateway:
             k: v for k, v in request.headers.items() if k in ("Content-Type", "Authorization")
         }
         try:
-            async with self.session.request(  # type: ignore[union-attr]
+            async with self.client.request(
                 request.method,
                 target,
                 data=await request.read(),
@@ -255,7 +262,7 @@ class Gateway:
         upstream: dict[str, Any] = {"url": self.upstream, "status": None, "error": None}
         clock = time.perf_counter()
         try:
-            async with self.session.get(  # type: ignore[union-attr]
+            async with self.client.get(
                 self.upstream + "/health", timeout=aiohttp.ClientTimeout(total=5)
             ) as answer:
                 upstream["status"] = answer.status

@@ -38,6 +38,7 @@ from forge_sandbox import (
     JobSummary,
     LocalSandbox,
     Progress,
+    Sandbox,
     SandboxFactory,
     discover_tasks,
     load_task,
@@ -84,7 +85,7 @@ class MiniSweAgent:
     def model_info(self) -> dict[str, Any]:
         return {"name": self.model, "provider": "forge-gateway"}
 
-    async def run(self, sandbox: Any, task: HarborTask, trial_dir: Path) -> AgentReport:
+    async def run(self, sandbox: Sandbox, task: HarborTask, trial_dir: Path) -> AgentReport:
         # 1. one gateway session per episode
         session_id = f"ep-{uuid.uuid4().hex}"
         model = GatewayModel(
@@ -169,6 +170,17 @@ def check_endpoint(endpoint: str, timeout_s: float = 10.0) -> dict[str, Any]:
         return {"raw": body.decode("utf-8", "replace")[:200]}
 
 
+def _split_name(spec: str, split: str) -> forge_data.SplitName:
+    """`split` as one of forge-data's split names; an unknown one is an error naming them."""
+    for name in forge_data.SPLITS:
+        if name == split:
+            return name
+    raise ValueError(
+        f"--tasks {spec}: expected a split among {list(forge_data.SPLITS)} after the colon; "
+        f"found {split!r}; fix: name one of those splits"
+    )
+
+
 def resolve_tasks(spec: str, task_root: str | Path | None = None) -> list[HarborTask]:
     """Tasks from `demo`, `demo:<split>`, a task folder, a folder of tasks, or
     `<frozen split folder>:<split>` (task folders under `task_root`)."""
@@ -176,7 +188,8 @@ def resolve_tasks(spec: str, task_root: str | Path | None = None) -> list[Harbor
         root = forge_data.demo_tasks_root()
         if spec == "demo":
             return discover_tasks(root)
-        ids = [t.id for t in forge_data.demo_split_tasks(spec.split(":", 1)[1])]
+        split_name = _split_name(spec, spec.split(":", 1)[1])
+        ids = [t.id for t in forge_data.demo_split_tasks(split_name)]
         return [load_task(root / task_id) for task_id in ids]
     path, _, split = spec.rpartition(":") if ":" in spec else (spec, "", "")
     if split and Path(path).is_dir() and (Path(path) / "manifest.json").is_file():
@@ -185,7 +198,7 @@ def resolve_tasks(spec: str, task_root: str | Path | None = None) -> list[Harbor
                 f"--tasks {spec}: expected --task-root with the task folders of this split; "
                 "found none; fix: pass --task-root DIR"
             )
-        ids = [t.id for t in forge_data.read_split_tasks(path, split)]
+        ids = [t.id for t in forge_data.read_split_tasks(path, _split_name(spec, split))]
         missing = [i for i in ids if not (Path(task_root) / i).is_dir()]
         if missing:
             raise FileNotFoundError(

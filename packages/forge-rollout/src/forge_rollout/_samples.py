@@ -24,11 +24,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class TokenCall(Protocol):
-    """What conversion needs from one recorded model call (a gateway trace satisfies it)."""
+    """What conversion needs from one recorded model call (a gateway trace satisfies it).
 
-    prompt_token_ids: Sequence[int]
-    completion_token_ids: Sequence[int]
-    logprobs: Sequence[float]
+    Read-only members, so a frozen model whose fields are `list[int]` satisfies it.
+    """
+
+    @property
+    def prompt_token_ids(self) -> Sequence[int]: ...
+    @property
+    def completion_token_ids(self) -> Sequence[int]: ...
+    @property
+    def logprobs(self) -> Sequence[float]: ...
 
 
 class RowHeader(BaseModel):

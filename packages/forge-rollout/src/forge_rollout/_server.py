@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
@@ -160,11 +160,11 @@ async def completions(request: web.Request) -> web.Response:
 
     def work() -> tuple[list[int], list[GeneratedChoice]]:
         adapter = _adapter_for(engine, req.model)
-        prompt = req.prompt[0] if isinstance(req.prompt, list) and req.prompt else req.prompt
-        if isinstance(prompt, str):
-            prompt_ids = engine.text_prompt_ids(prompt, req.add_special_tokens)
-        else:
-            prompt_ids = list(req.prompt)  # token ids
+        first = req.prompt[0] if isinstance(req.prompt, list) and req.prompt else req.prompt
+        if isinstance(first, str):  # one text, bare or in a list (CompletionRequest allows one)
+            prompt_ids = engine.text_prompt_ids(first, req.add_special_tokens)
+        else:  # a list that does not start with text: validated as list[int]
+            prompt_ids = cast(list[int], list(req.prompt))
         return prompt_ids, engine.generate(prompt_ids, req.sampling(), adapter)
 
     try:

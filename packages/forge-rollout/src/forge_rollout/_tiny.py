@@ -111,8 +111,8 @@ def train_tokenizer(vocab_size: int = 512):
     ]
     return Qwen2Tokenizer(
         vocab=trained["vocab"],
-        merges=merges,
-        unk_token=None,
+        merges=merges,  # type: ignore[arg-type]  # transformers says list[str]; BPE needs pairs
+        unk_token=None,  # type: ignore[arg-type]  # transformers says str; None = no unk token
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         extra_special_tokens=["<|im_start|>"],

@@ -64,9 +64,9 @@ async def run_in_leaf(
         _kill_tree_now(leaf)  # cancelled or failed: leave nothing of this exec running
         raise
     finally:
-        for pipe in (out, err):
-            if pipe is not None:
-                pipe.close()
+        for open_pipe in (out, err):
+            if open_pipe is not None:
+                open_pipe.close()
         _retire(leaf)
     stderr = err.text()
     code = proc.returncode if proc.returncode is not None else -9
