@@ -80,9 +80,11 @@ def test_validation_subset_21_of_42(tmp_path, capsys):
         "TRAIN_VALIDATION_SUBSET_GATE_PASSED tasks=21 full_validation=42 train=187"
     )
     assert len(set(subset.task_ids)) == 21 and set(subset.task_ids) <= set(VALIDATION)
-    contract = subset.contract()
+    contract = subset.contract(fd.GREEDY_DECODING)
     assert contract["task_ids"] == list(subset.task_ids) and contract["sha256"] == subset.sha256
     assert contract["decoding"] == {"temperature": 0.0, "top_p": 1.0, "n": 1}
+    sent = {"temperature": 0.0, "top_p": 1.0, "seed": 7, "n": 1}  # what a run's agent sends
+    assert subset.contract(sent)["decoding"] == sent  # the contract records it, not a literal
 
 
 @given(seed=st.integers(min_value=0, max_value=2**32), k=st.integers(min_value=1, max_value=42))

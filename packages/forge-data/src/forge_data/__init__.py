@@ -62,6 +62,7 @@ from forge_data._rows import load_hf_rows, read_jsonl_rows, read_parquet_rows, t
 from forge_data._sources import read_task_records, read_tasks, write_task_records
 from forge_data._task_set import TaskSetCheck, task_set_folders, verify_task_set
 from forge_data._validation import (
+    GREEDY_DECODING,
     Schedule,
     ValidationSubset,
     choose_validation_subset,
@@ -101,6 +102,7 @@ __all__ = [
     "Task",
     "TrainingPlan",
     "TrialOutcome",
+    "GREEDY_DECODING",
     "ValidationSubset",
     "Verdict",
     "VerdictKind",

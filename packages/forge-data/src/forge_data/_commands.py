@@ -22,7 +22,7 @@ from forge_data._models import ReadReport
 from forge_data._oracle_plan import plan_oracle_batch
 from forge_data._progress import Progress, step
 from forge_data._sources import read_tasks, write_task_records
-from forge_data._validation import choose_validation_subset, plan_schedule
+from forge_data._validation import GREEDY_DECODING, choose_validation_subset, plan_schedule
 from forge_data._verdict_file import (
     VerdictRecord,
     append_verdicts,
@@ -227,7 +227,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 "schema_version": 1,
                 "split_sha256": manifest.sha256,
                 "training": plan.model_dump(mode="json"),
-                "validation_contract": subset.contract(),
+                "validation_contract": subset.contract(GREEDY_DECODING),
                 "schedule": schedule.model_dump(mode="json"),
             },
         )

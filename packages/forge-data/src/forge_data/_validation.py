@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,6 +23,8 @@ from forge_gates import Check, gate, schedule_steps, sha256_canonical
 
 VALIDATION_SUBSET_GATE = "TRAIN_VALIDATION_SUBSET_GATE_PASSED"
 CONTRACT_SCHEMA_VERSION = 1
+# DESIGN §4: validation is greedy, one sample (a plan written without a run states the rule)
+GREEDY_DECODING: dict[str, Any] = {"temperature": 0.0, "top_p": 1.0, "n": 1}
 
 
 class ValidationSubset(BaseModel):
@@ -36,8 +38,10 @@ class ValidationSubset(BaseModel):
     full_validation: int = Field(description="Size of the full validation split.")
     train: int = Field(description="Size of the training split (for the record).")
 
-    def contract(self) -> dict[str, Any]:
-        """The body of `validation-contract.json` (greedy decoding, exact order, hash)."""
+    def contract(self, decoding: Mapping[str, Any]) -> dict[str, Any]:
+        """The body of `validation-contract.json`: exact order, hash, and `decoding`, the
+        sampling parameters every validation request sends (from the agent settings that
+        will send them; the validation gate checks the recorded calls against them)."""
         return {
             "schema_version": CONTRACT_SCHEMA_VERSION,
             "task_ids": list(self.task_ids),
@@ -46,7 +50,7 @@ class ValidationSubset(BaseModel):
             "tasks": len(self.task_ids),
             "full_validation": self.full_validation,
             "train": self.train,
-            "decoding": {"temperature": 0.0, "top_p": 1.0, "n": 1},
+            "decoding": dict(decoding),
         }
 
 

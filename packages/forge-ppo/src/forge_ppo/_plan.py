@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import forge_data
 from forge_gates import Check, RunSpec, atomic_write_json, gate
-from forge_rollout import resolve_split
+from forge_rollout import agent_config_from_spec, resolve_split
 from forge_sandbox import HarborTask
 
 FORMAL_PHASE_GATE = "PPO_FORMAL_PHASE_GATE_PASSED"
@@ -39,6 +40,11 @@ class RunPlan:
 def split_tasks(spec: RunSpec, split: str) -> list[HarborTask]:
     """Task folders of one split of the spec's task set (see forge-rollout's resolve_split)."""
     return resolve_split(spec.data.tasks, split)
+
+
+def validation_decoding(spec: RunSpec) -> dict[str, Any]:
+    """The sampling parameters every validation request sends (one sample per call)."""
+    return agent_config_from_spec(spec, "validation").sampling() | {"n": 1}
 
 
 def plan_run(spec: RunSpec, run_dir: Path) -> RunPlan:
@@ -103,7 +109,8 @@ def _plan_formal(spec: RunSpec, run_dir: Path, train: list[HarborTask]) -> RunPl
     subset = forge_data.choose_validation_subset(
         val_ids, s.validation_tasks, seed=spec.seed, train_ids=train_ids, run_dir=run_dir
     )
-    atomic_write_json(run_dir / "validation-contract.json", subset.contract())
+    decoding = validation_decoding(spec)
+    atomic_write_json(run_dir / "validation-contract.json", subset.contract(decoding))
     # 3. every epoch over the whole split; coverage is recorded as each epoch finishes
     plan = forge_data.plan_training(
         train_ids,

@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from forge_gates import RunSpec, append_jsonl, record_gate
+from forge_gates import Check, RunSpec, append_jsonl, gate
 from forge_ppo._observability import EpisodeOutcome, task_rollout_metrics
-from forge_ppo._plan import RunPlan
+from forge_ppo._plan import RunPlan, validation_decoding
 from forge_ppo._runlog import RunLog
 from forge_rollout import POLICY_NAME, AgentConfig, LocalStack, agent_config_from_spec, run_rollouts
+from forge_rollout.rows import read_traces
 from forge_sandbox import reward_of
 
 VALIDATION_SCHEMA = "forge-ppo/validation-metrics@1"
@@ -104,6 +105,19 @@ def rollout_metrics(job_dirs: list[Path]) -> dict[str, float]:
     return metrics | task_rollout_metrics(episodes)
 
 
+def sent_decoding(job_dir: Path, decoding: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
+    """(calls recorded in the job's traces, the sampling params of those that differ from
+    `decoding`); `n` absent means 1."""
+    calls, wrong = 0, []
+    for folder in sorted(p.parent for p in job_dir.glob("*/agent/traces.jsonl")):
+        for trace in read_traces(folder):
+            calls += 1
+            sent = {k: trace.params.get(k, 1 if k == "n" else None) for k in decoding}
+            if sent != decoding:
+                wrong.append(sent)
+    return calls, wrong
+
+
 def validate(
     spec: RunSpec, plan: RunPlan, live: LocalStack, run_dir: Path, step: int, log: RunLog
 ) -> dict[str, Any]:
@@ -131,15 +145,28 @@ def validate(
         "task_order": list(plan.validation_ids),
     }
     append_jsonl(run_dir / "validation-metrics.jsonl", line, fsync=True)
-    record_gate(
+    # the decoding the server actually received (from the recorded calls), against the contract
+    decoding = validation_decoding(spec)
+    calls, wrong = sent_decoding(job, decoding)
+    check = Check("PPO_VALIDATION_PASSED")
+    check.require(
+        not wrong,
+        rule="validation.decoding",
+        expected=f"every validation call sent {decoding} (validation-contract.json)",
+        found=f"{len(wrong)} of {calls} calls differ, e.g. {wrong[:2]}",
+        fix="validation must be greedy with one sample; see forge_rollout.agent_config_from_spec",
+    )
+    gate(
         run_dir,
-        "PPO_VALIDATION_PASSED",
+        check.gate,
+        check.violations,
         {
             "step": step,
             "tasks": line["n_tasks"],
             "solved": len(solved),
             "errors": line["errors"],
             "success_rate_all": line["success_rate_all"],
+            "calls": calls,
         },
     )
     log.metrics(step, {"val/success_rate_all": success_rate})
