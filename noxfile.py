@@ -116,6 +116,23 @@ def props(session: nox.Session) -> None:
     )
 
 
+MUTMUT = "mutmut==3.8.1"
+
+
+@nox.session(python="3.11")
+def mutants(session: nox.Session) -> None:
+    """Mutation testing (mutmut 3) of the core modules, each against its own package's tests
+    -> mutants-report.json and a table; fails when a module kills < 90% of its non-equivalent
+    mutants (reviewed equivalents: tools/mutants-equivalent.toml).
+
+    Positional arguments go to tools/mutants.py: `nox -s mutants -- --only forge_ppo._gae`.
+    """
+    install_workspace(session)
+    if 'name = "mutmut"' not in (ROOT / "uv.lock").read_text():
+        session.install(MUTMUT)  # until the lock's dev group pins it
+    session.run("python", str(ROOT / "tools/mutants.py"), *session.posargs)
+
+
 LOCK_FIX = "relock with `env -u UV_FIND_LINKS -u PIP_FIND_LINKS uv lock` (never with find-links)"
 LINT_CHECKS = {
     "ruff check": ("ruff", "check", "."),
