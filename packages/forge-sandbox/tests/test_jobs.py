@@ -91,6 +91,26 @@ def test_oracle_job_layout_and_harbor_names(tmp_path: Path, fix_add: Path, make_
 
 
 @pytest.mark.usefixtures("isolation")
+def test_image_only_task_is_an_infrastructure_error_not_a_score(tmp_path: Path, make_task) -> None:
+    """No environment/workspace/ (only a Dockerfile): refused by name, never run on an empty
+    /workspace. The test would pass there (exit 0 writes reward 1) if it were run."""
+    task = make_task("image-only", "echo 1 > /logs/verifier/reward.txt\n", solve_sh="true\n")
+    shutil.rmtree(task / "environment" / "workspace")
+    (task / "environment" / "Dockerfile").write_text(
+        "FROM python:3.11\nCOPY workspace /workspace\n"
+    )
+    summary = asyncio.run(run_job(discover_tasks(task.parent), tmp_path / "job", "oracle"))
+    (result_path,) = (tmp_path / "job").glob("*/result.json")
+    result = json.loads(result_path.read_text())
+    assert result["verifier_result"] is None
+    info = result["exception_info"]
+    assert info["exception_type"] == "TaskLayoutError"
+    assert "task image-only: expected the repository in" in info["exception_message"]
+    assert summary.rewards == {"image-only": None}
+    assert summary.errors == {"image-only": "TaskLayoutError"}
+
+
+@pytest.mark.usefixtures("isolation")
 def test_job_refuses_a_used_folder(tmp_path: Path, fix_add: Path) -> None:
     (tmp_path / "job").mkdir()
     (tmp_path / "job" / "x").write_text("")

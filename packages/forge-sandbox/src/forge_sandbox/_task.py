@@ -61,9 +61,20 @@ class HarborTask(BaseModel):
         return (self.path / "instruction.md").read_text(encoding="utf-8")
 
     def sandbox_spec(self, workspace: Path | None = None, **overrides: Any) -> SandboxSpec:
-        """A SandboxSpec for this task: its workspace (or `workspace`), its resource hints."""
+        """A SandboxSpec for this task: its workspace (or `workspace`), its resource hints.
+
+        A task without `environment/workspace/` (only an image) is refused with
+        TaskLayoutError, an infrastructure error of the trial: a directory-based sandbox would
+        otherwise run the agent and the verifier on an empty /workspace and score it.
+        """
         source = workspace if workspace is not None else self.workspace_dir
-        fields: dict[str, Any] = {"workspace": source if source.is_dir() else None}
+        if not source.is_dir():
+            raise TaskLayoutError(
+                f"task {self.name}: expected the repository in {source} (the local backend "
+                "copies it to /workspace); found no such folder (the task has only an image?); "
+                "fix: add environment/workspace/, or run it on an image-based backend"
+            )
+        fields: dict[str, Any] = {"workspace": source}
         if self.memory_mb is not None:
             fields["memory_mb"] = self.memory_mb
         if self.cpus is not None:
