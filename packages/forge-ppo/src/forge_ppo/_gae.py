@@ -164,9 +164,20 @@ def _compact(x: torch.Tensor, slot: torch.Tensor, width: int) -> torch.Tensor:
 def _check_observation_rewards(
     rewards: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, mode: RewardOnObservation
 ) -> None:
-    """Raise unless `mode` is 'previous_action' and every observation reward is finite and
-    follows an action token."""
-    check_finite("token_level_rewards", rewards, torch.ones_like(mask))
+    """Raise on any non-finite reward (one NaN poisons its row's advantages, and every advantage
+    once whitened), and unless `mode` is 'previous_action' and every observation reward follows
+    an action token."""
+    non_finite = ~torch.isfinite(rewards)
+    if bool(non_finite.any()):
+        row, col = (int(i) for i in non_finite.nonzero()[0])
+        raise PPOInputError(
+            "token_level_rewards",
+            expected="finite rewards on every token (0 off the action tokens)",
+            found=f"{int(non_finite.sum())} non-finite reward(s), first "
+            f"{rewards[row, col].item()} at (row {row}, token {col})",
+            fix="find where the reward became NaN/inf (verifier, reward shaping) before the "
+            "PPO math",
+        )
     on_obs = ~mask & (rewards != 0)
     orphan = on_obs & (pos < 0)
     bad = orphan if mode == "previous_action" else on_obs

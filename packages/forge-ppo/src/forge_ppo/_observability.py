@@ -88,7 +88,8 @@ def encode_task_id(task_id: str) -> str:
 
 def decode_task_id(segment: str) -> str:
     """Inverse of `encode_task_id`; rejects a segment that is not a canonical encoding."""
-    task_id = unquote(segment, errors="strict") if segment else ""
+    # invalid UTF-8 (e.g. "%FF") decodes to U+FFFD, whose encoding differs: refused below
+    task_id = unquote(segment) if segment else ""
     if not task_id or encode_task_id(task_id) != segment:
         raise PPOInputError(
             "segment",
@@ -157,7 +158,12 @@ def task_critic_metrics(
     have no action token get no critic metrics."""
     check_same_shape(
         "values",
-        {"values": values, "returns": returns, "advantages": advantages, "mask": response_mask},
+        {
+            "values": values,
+            "returns": returns,
+            "advantages": advantages,
+            "response_mask": response_mask,
+        },
     )
     if len(task_ids) != values.shape[0]:
         raise PPOInputError(
