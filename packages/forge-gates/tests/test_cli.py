@@ -84,3 +84,18 @@ def test_list_and_ledger(tmp_path, capsys):
     assert main(["ledger", str(tmp_path)]) == 0
     assert "A_PASSED k=1" in capsys.readouterr().out
     assert main(["ledger", str(tmp_path / "none")]) == 1
+
+
+def test_validate_yaml_names_the_formats_read_and_the_conversion(tmp_path, capsys):
+    """forge-gates reads TOML and JSON only (no YAML parser: it stays pydantic-only)."""
+    path = tmp_path / "x.yaml"
+    path.write_text("phase: smoke\n")
+    assert main(["validate", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "valid YAML" not in err and "[config.format]" in err
+    assert "TOML (.toml) or JSON (.json)" in err and "yaml.safe_load" in err
+    assert str(tmp_path / "x.json") in err
+    # the same spec as JSON is read
+    data = read_config("smoke-local")
+    (tmp_path / "x.json").write_text(json.dumps(data))
+    assert main(["validate", str(tmp_path / "x.json")]) == 0

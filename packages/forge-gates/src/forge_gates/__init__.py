@@ -46,6 +46,7 @@ from forge_gates._config import (
     spec_sha256,
     validate_config,
 )
+from forge_gates._help import HelpFormatter, use_help_formatter
 from forge_gates._jsonl import (
     JsonLine,
     JsonLinesError,
@@ -118,6 +119,7 @@ __all__ = [
     "EvalSpec",
     "GateError",
     "GateRecord",
+    "HelpFormatter",
     "JsonLine",
     "JsonLinesError",
     "LoRASpec",
@@ -172,6 +174,7 @@ __all__ = [
     "spec_sha256",
     "tree_files",
     "tree_sha256",
+    "use_help_formatter",
     "validate_config",
     "verify_ledger",
     "verify_run",

@@ -50,8 +50,10 @@ def resolve_config(name_or_path: str | Path) -> Path:
 
 
 def read_config(name_or_path: str | Path) -> dict[str, Any]:
-    """The raw mapping of a config file (TOML or JSON)."""
+    """The raw mapping of a config file (TOML or JSON; any other suffix is refused)."""
     path = resolve_config(name_or_path)
+    if path.suffix not in CONFIG_SUFFIXES:
+        raise GateError("CONFIG", [_format_violation(path)])
     try:
         if path.suffix == ".json":
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -63,7 +65,7 @@ def read_config(name_or_path: str | Path) -> dict[str, Any]:
             [
                 Violation(
                     rule="config.syntax",
-                    expected=f"valid {path.suffix.lstrip('.').upper() or 'TOML'} in {path}",
+                    expected=f"valid {'JSON' if path.suffix == '.json' else 'TOML'} in {path}",
                     found=str(exc),
                     fix="fix the syntax at the position shown",
                 )
@@ -82,6 +84,24 @@ def read_config(name_or_path: str | Path) -> dict[str, Any]:
             ],
         )
     return data
+
+
+def _format_violation(path: Path) -> Violation:
+    """A config in a format forge-gates does not read (it stays pydantic-only: no YAML parser)."""
+    fix = f"write the spec as TOML, like the shipped configs in {Path(__file__).parent / 'configs'}"
+    if path.suffix in (".yaml", ".yml"):
+        fix += (
+            "; or convert the YAML to JSON where PyYAML is installed: python -c \"import json, "
+            "sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), open(sys.argv[2], 'w'))\" "
+            f"{path} {path.with_suffix('.json')}"
+        )
+    return Violation(
+        rule="config.format",
+        expected="a run spec in a format forge-gates reads: TOML (.toml) or JSON (.json)",
+        found=f"{path}: a {path.suffix or 'suffix-less'} file (YAML and other formats are not "
+        "read: forge-gates depends on pydantic only)",
+        fix=fix,
+    )
 
 
 def _describe(loc: tuple[Any, ...]) -> str:
