@@ -68,6 +68,13 @@ def test_reduced_smoke_then_p0(tmp_path: Path, cache_dir: Path, capsys) -> None:
     ):
         assert key in names, key
     assert any(n.startswith("train/task/statkit-median-even/rollout/") for n in names)
+    # per-task rollout metrics are the episodes' own (timeouts, errors), not re-derived from rows
+    from forge_ppo import task_rollout_metrics
+    from forge_ppo._rollouts import episode_outcomes
+
+    jobs = sorted((run_dir / "episodes" / "step_0001").glob("round_*"))
+    expected = task_rollout_metrics(episode_outcomes(jobs))
+    assert expected and {k: metrics[-1]["metrics"][k] for k in expected} == expected
     final = run_dir / "checkpoints" / "global_step_1"
     assert (final / "lora_adapter" / "adapter_model.safetensors").is_file()
     assert list((final / "critic").glob("*.safetensors"))

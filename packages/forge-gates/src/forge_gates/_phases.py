@@ -62,11 +62,12 @@ def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requiremen
             updates = (spec.schedule.total_updates, spec.schedule.total_updates)
         return [
             *start,
-            Requirement("PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED"),
-            Requirement("PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED"),
             Requirement("PPO_CONTEXT_GUARD_PASSED"),
             *_separated(spec),
             *_warm_start(spec),
+            # read back from the built trainer, so after the models (and any warm start)
+            Requirement("PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED"),
+            Requirement("PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED"),
             Requirement("PPO_SMOKE_UPDATE_PASSED", *updates),
             Requirement("PPO_COMPACT_CHECKPOINT_PASSED"),
             Requirement("PPO_SMOKE_PASSED" if phase == "smoke" else "PPO_SOAK_PASSED"),
@@ -78,10 +79,10 @@ def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requiremen
             Requirement("PPO_FORMAL_PHASE_GATE_PASSED"),
             Requirement("TRAIN_VALIDATION_SUBSET_GATE_PASSED"),
             Requirement("TRAIN_FULL_DATASET_GATE_PASSED"),
-            Requirement("PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED"),
             Requirement("PPO_CONTEXT_GUARD_PASSED"),
             *_separated(spec),
             *_warm_start(spec),
+            Requirement("PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED"),
             Requirement("TRAIN_EPOCH_COVERAGE", *epochs),
             Requirement("PPO_FINAL_CHECKPOINT_PASSED"),
         ]  # plus one validation / checkpoint gate per scheduled step (`_schedule_rules`)

@@ -32,7 +32,7 @@ from forge_ppo._actor import Actor
 from forge_ppo._checkpoint import save_checkpoint
 from forge_ppo._models import build_models
 from forge_ppo._plan import RunPlan, plan_run, rounds
-from forge_ppo._rollouts import rollout_batch, rollout_metrics, validate
+from forge_ppo._rollouts import episode_outcomes, rollout_batch, rollout_metrics, validate
 from forge_ppo._runlog import Curves, RunLog, all_finite, check_curves
 from forge_ppo._summary import ParentCheckpoint
 from forge_ppo._trainer import PPOTrainer
@@ -49,25 +49,44 @@ BACKENDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def budget_gates(spec: RunSpec, run_dir: Path) -> None:
-    """Token budgets >= the max model length (rules already hold; the markers prove it)."""
-    length, ctx = spec.model.max_model_len, spec.context
+def budget_gates(spec: RunSpec, trainer: PPOTrainer, run_dir: Path) -> None:
+    """The token budgets read back from the built trainer: each >= the max model length and
+    equal to its own spec field (an engine that ignored or swapped one fails here)."""
+    length, ctx, built = spec.model.max_model_len, spec.context, trainer.budgets
+    wanted = {
+        "actor_train": ctx.actor_train_tokens,
+        "critic_train": ctx.critic_train_tokens,
+        "critic_infer": ctx.critic_infer_tokens,
+    }
+
+    def check_budgets(name: str, keys: tuple[str, ...]) -> Check:
+        check = Check(name)
+        for key in keys:
+            value = getattr(built, key)
+            check.require(
+                value >= length,
+                rule=f"budget.{key}.window",
+                expected=f">= max_model_len {length}",
+                found=f"{value} (built by the trainer)",
+                fix=f"raise context.{key}_tokens",
+            )
+            check.require(
+                value == wanted[key],
+                rule=f"budget.{key}.spec",
+                expected=f"context.{key}_tokens = {wanted[key]}",
+                found=f"{value} built by the trainer",
+                fix="the trainer did not take this budget from its own spec field; fix the engine",
+            )
+        return check
+
     if spec.phase in ("smoke", "soak"):
-        record_gate(
-            run_dir,
-            "PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED",
-            {
-                "required": length,
-                "actor_train": ctx.actor_train_tokens,
-                "critic_train": ctx.critic_train_tokens,
-                "infer": ctx.critic_infer_tokens,
-            },
-        )
-    record_gate(
-        run_dir,
-        "PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED",
-        {"required": length, "infer": ctx.critic_infer_tokens, "train": ctx.critic_train_tokens},
-    )
+        check = check_budgets("PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED", tuple(wanted))
+        fields = {"required": length, "actor_train": built.actor_train,
+                  "critic_train": built.critic_train, "infer": built.critic_infer}  # fmt: skip
+        gate(run_dir, check.gate, check.violations, fields)
+    check = check_budgets("PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED", ("critic_infer", "critic_train"))
+    fields = {"required": length, "infer": built.critic_infer, "train": built.critic_train}
+    gate(run_dir, check.gate, check.violations, fields)
 
 
 def train(
@@ -107,7 +126,6 @@ def train(
     record_gate(run_dir, "DATA_SPLIT_VERIFIED", split.fields())
     # 3. data plan (formal data gates), then the token budgets
     plan = plan_run(spec, run_dir)
-    budget_gates(spec, run_dir)
     # 4. inference: server + gateway (the gateway records PPO_CONTEXT_GUARD_PASSED)
     log = RunLog(run_dir, spec.phase, curves)
     try:
@@ -131,6 +149,7 @@ def _updates(
     # 1. actor + critic (strict warm start when asked), the first adapter on the server
     actor, critic, parent = build_models(spec, model_dir, run_dir)
     trainer = PPOTrainer(actor, critic, spec)
+    budget_gates(spec, trainer, run_dir)  # read back from what will train
     served = (
         run_dir / "served-adapter"
     )  # rewritten in place each update (files replaced atomically)
@@ -166,7 +185,9 @@ def _updates(
         )
         if not check.ok:
             gate(run_dir, check.gate, check.violations, {"step": step})
-        result = trainer.update(rows, step)
+        # per-task rollout metrics from the episodes themselves (timeouts, infra errors), never
+        # re-derived from the rows (a row exists only for an episode that had a reward)
+        result = trainer.update(rows, step, episodes=episode_outcomes(job_dirs))
         metrics = {
             **rollout_metrics,
             **result.metrics,
@@ -185,6 +206,15 @@ def _updates(
         }
         log.update(entry)
         summaries.append(entry | {"metrics": metrics})
+        for budget, limit in trainer.budgets.model_dump().items():
+            peak = metrics.get(f"perf/peak_padded_tokens/{budget}", 0)
+            check.require(
+                peak <= limit,
+                rule=f"update.budget.{budget}",
+                expected=f"every {budget} micro-batch <= {limit} padded tokens",
+                found=f"{peak:.0f}",
+                fix="the micro-batcher broke its budget: see forge_ppo._passes",
+            )
         if spec.phase in ("smoke", "soak"):
             check.require(
                 finite,
@@ -208,17 +238,13 @@ def _updates(
                     )
                 },
             )
+        elif not check.ok:  # formal: the same budget proof, recorded only when it fails
+            gate(run_dir, check.gate, check.violations, {"step": step})
         # 4. the new adapter on the server, proven by a changed probe
         actor.save_adapter(served)
         live.push_adapter(served, step)
         log.metrics(step, metrics)
-        print(
-            f"[train] step {step}/{plan.total_steps} reward="
-            f"{metrics.get('rollout/reward_mean', float('nan')):.3f} "
-            f"success={metrics.get('rollout/success_rate', float('nan')):.3f}",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(log.train_line(step, plan.total_steps, metrics), file=sys.stderr, flush=True)
         # 5. validation and checkpoints on schedule; epoch coverage as each epoch ends
         if step in plan.validation_steps:
             validate(spec, plan, live, run_dir, step, log)

@@ -62,6 +62,30 @@ class UpdateResult(BaseModel):
     critic_optimizer_steps: int = Field(gt=0, description="Critic optimizer steps.")
 
 
+class TokenBudgets(BaseModel):
+    """The token budgets (padded tokens per micro-batch) this trainer uses, per pass; the
+    budget gates read them back from the built trainer, never from the spec."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    actor_train: int = Field(gt=0, description="Actor forward+backward micro-batches.")
+    actor_infer: int = Field(gt=0, description="Actor no-grad passes (old / reference log-probs).")
+    critic_train: int = Field(gt=0, description="Critic forward+backward micro-batches.")
+    critic_infer: int = Field(gt=0, description="Critic no-grad value pass.")
+
+    @classmethod
+    def from_spec(cls, spec: RunSpec) -> TokenBudgets:
+        """Each budget set explicitly from its own spec field (never one for another: verl
+        #7462 gave both critic budgets the inference value)."""
+        ctx = spec.context
+        return cls(
+            actor_train=ctx.actor_train_tokens,
+            actor_infer=ctx.actor_train_tokens,
+            critic_train=ctx.critic_train_tokens,
+            critic_infer=ctx.critic_infer_tokens,
+        )
+
+
 class PPOTrainer:
     """Holds the actor, the critic and their AdamW optimizers across updates (optimizer state is
     never checkpointed: a warm start restarts it)."""
@@ -83,6 +107,8 @@ class PPOTrainer:
                 fix="train with a smoke / soak / formal config",
             )
         self.actor, self.critic, self.spec, self.ppo = actor, critic, spec, spec.ppo
+        self.budgets = TokenBudgets.from_spec(spec)
+        self.peak_padded_tokens = {name: 0 for name in TokenBudgets.model_fields}
         self.success_reward = success_reward
         self._actor_model = actor.model
         self.actor_parameters = actor.trainable_parameters()
@@ -165,6 +191,8 @@ class PPOTrainer:
             **timer.metrics(),
         }
         metrics["perf/tokens_per_s"] = tokens / max(metrics["timing_s/update"], 1e-9)
+        for budget, peak in self.peak_padded_tokens.items():  # measured, against the budget
+            metrics[f"perf/peak_padded_tokens/{budget}"] = float(peak)
         assert_finite_metrics(metrics)
 
         # 6. the proof that actor AND critic changed (raises GateError PPO_UPDATE otherwise)
@@ -205,11 +233,11 @@ class PPOTrainer:
         """(old_log_probs, entropy, ref_log_probs or None, values, micro-batch counts), each
         (N, width) float32 on the CPU; the actor's budget is actor_train_tokens, the critic's
         critic_infer_tokens."""
-        actor, critic, budgets = self.actor, self.critic, self.spec.context
+        actor, critic = self.actor, self.critic
         actor.model.eval()
         critic.eval()
         everything = range(len(rows))
-        actor_groups = micro_batches(rows, everything, budgets.actor_train_tokens)
+        actor_groups = self._micro_batches("actor_infer", rows, everything)
         device = actor.device
 
         def log_probs_and_entropy(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -225,7 +253,7 @@ class PPOTrainer:
                 rows, actor_groups, lambda b: (actor.reference_log_probs(b),), width, device
             )
             timer.lap("ref_log_probs")
-        value_groups = micro_batches(rows, everything, budgets.critic_infer_tokens)
+        value_groups = self._micro_batches("critic_infer", rows, everything)
         critic_device = next(critic.parameters()).device
         (values,) = infer(
             rows, value_groups, lambda b: (critic_values(critic, b),), width, critic_device
@@ -237,20 +265,32 @@ class PPOTrainer:
         }
         return old_log_probs, entropy, ref_log_probs, values, counts
 
+    def _micro_batches(
+        self, budget: str, rows: Sequence[SampleRow], indices: Sequence[int]
+    ) -> list[list[int]]:
+        """Micro-batches under this trainer's `budget`; the largest padded size is kept."""
+        limit = getattr(self.budgets, budget)
+        groups = micro_batches(rows, indices, limit)
+        for group in groups:
+            longest = max(len(rows[i].prompt_ids) + len(rows[i].response_ids) for i in group)
+            padded = len(group) * longest
+            self.peak_padded_tokens[budget] = max(self.peak_padded_tokens[budget], padded)
+        return groups
+
     def _ppo_epochs(
         self, data: UpdateData, task_ids: Sequence[str], timer: _Timer
     ) -> tuple[list[dict[str, float]], list[dict[str, float]], dict[str, float]]:
         """ppo_epochs passes; per epoch every actor mini-batch, then every critic mini-batch
         (tasks in order, `*_mini_batch_size` tasks each), each split into micro-batches under
         the train token budget. Returns per-step metrics (actor, critic) and throughput."""
-        ppo, budgets, rows = self.ppo, self.spec.context, data.rows
+        ppo, rows = self.ppo, data.rows
         plans = {
             "actor": [
-                micro_batches(rows, mini, budgets.actor_train_tokens)
+                self._micro_batches("actor_train", rows, mini)
                 for mini in task_mini_batches(task_ids, ppo.actor_mini_batch_size)
             ],
             "critic": [
-                micro_batches(rows, mini, budgets.critic_train_tokens)
+                self._micro_batches("critic_train", rows, mini)
                 for mini in task_mini_batches(task_ids, ppo.critic_mini_batch_size)
             ],
         }

@@ -1,0 +1,57 @@
+"""The token-budget gates read the budgets back from the built trainer and can fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from forge_gates import GateError, load_spec, read_config, read_ledger
+from forge_ppo._pipeline import budget_gates
+from forge_ppo._trainer import TokenBudgets
+from forge_ppo.cli import apply_overrides
+
+
+def test_budgets_come_each_from_their_own_field() -> None:
+    spec = load_spec("smoke-4gpu")  # 40960 each; a local variant with distinct values below
+    budgets = TokenBudgets.from_spec(spec)
+    assert budgets.critic_train == spec.context.critic_train_tokens
+    assert budgets.critic_infer == spec.context.critic_infer_tokens
+    assert budgets.actor_train == budgets.actor_infer == spec.context.actor_train_tokens
+
+
+def test_gates_pass_on_the_spec_budgets(tmp_path: Path) -> None:
+    spec = load_spec("smoke-local")
+    budget_gates(spec, SimpleNamespace(budgets=TokenBudgets.from_spec(spec)), tmp_path)
+    gates = [r.gate for r in read_ledger(tmp_path)]
+    assert gates == ["PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED", "PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED"]
+
+
+def test_a_trainer_that_swapped_the_critic_budget_fails(tmp_path: Path, capsys) -> None:
+    """verl #7462: both critic budgets take the inference value. The spec is right, the engine
+    is wrong, and the gate says so."""
+    spec = load_spec(
+        apply_overrides(read_config("smoke-local"), ["context.critic_infer_tokens=8192"])
+    )
+    right = TokenBudgets.from_spec(spec)
+    ctx = spec.context
+    assert ctx.critic_train_tokens != ctx.critic_infer_tokens, "test needs distinct budgets"
+    wrong = right.model_copy(update={"critic_train": right.critic_infer})
+    with pytest.raises(GateError) as info:
+        budget_gates(spec, SimpleNamespace(budgets=wrong), tmp_path)
+    rules = [v.rule for v in info.value.violations]
+    assert rules == ["budget.critic_train.spec"]
+    assert f"{right.critic_infer} built by the trainer" in info.value.violations[0].found
+    assert read_ledger(tmp_path)[-1].gate == "PPO_SMOKE_TOKEN_BUDGET_GATE_FAILED"
+
+
+def test_a_budget_below_the_window_fails(tmp_path: Path) -> None:
+    spec = load_spec("smoke-local")
+    small = TokenBudgets.from_spec(spec).model_copy(update={"critic_infer": 16})
+    with pytest.raises(GateError) as info:
+        budget_gates(spec, SimpleNamespace(budgets=small), tmp_path)
+    assert {v.rule for v in info.value.violations} == {
+        "budget.critic_infer.window",
+        "budget.critic_infer.spec",
+    }
