@@ -37,10 +37,12 @@ from forge_data._demo_split import (
 )
 from forge_data._epoch import (
     EpochPlan,
+    Exposure,
     TrainingPlan,
     epoch_coverage,
     plan_epoch,
     plan_training,
+    trained_coverage,
 )
 from forge_data._errors import DataError
 from forge_data._filter import FilterConfig, FilterReport, Rejection, static_filter
@@ -124,6 +126,8 @@ __all__ = [
     "load_hf_rows",
     "load_manifest",
     "epoch_coverage",
+    "trained_coverage",
+    "Exposure",
     "plan_epoch",
     "plan_freeze",
     "plan_oracle_batch",

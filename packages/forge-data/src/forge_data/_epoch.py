@@ -10,6 +10,7 @@ at most batch_size - 1 exposures repeat. For 187 tasks at batch 8: 24 batches, 1
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from forge_gates import Check, gate
+from forge_gates import Check, Violation, gate
 
 FULL_DATASET_GATE = "TRAIN_FULL_DATASET_GATE_PASSED"
 EPOCH_COVERAGE_GATE = "TRAIN_EPOCH_COVERAGE"
@@ -190,3 +191,48 @@ def epoch_coverage(batches: Sequence[Sequence[str]]) -> dict[str, int]:
         "unique_tasks": unique,
         "repeated_exposures": len(slots) - unique,
     }
+
+
+class Exposure(BaseModel):
+    """One planned slot of an epoch as it ran: did the task produce training rows, and if not
+    why (the trial's infrastructure error, or no valid trajectory)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    task_id: str = Field(description="The task of the slot.")
+    step: int = Field(ge=1, description="The update whose batch held the slot.")
+    rows: int = Field(ge=0, description="Training rows the slot's episodes produced.")
+    reason: str | None = Field(default=None, description="Why no row, when rows == 0.")
+
+
+def trained_coverage(
+    exposures: Sequence[Exposure], repositories: dict[str, str]
+) -> tuple[dict[str, object], list[Violation]]:
+    """`TRAIN_EPOCH_COVERAGE` fields measured from what trained, and one violation per planned
+    task that never produced a training row in the epoch (fail closed), naming the reason.
+
+    Fields: planned exposures, trained exposures, unique tasks that trained, repeated
+    exposures, and the per-repository count of tasks that trained (JSON)."""
+    planned = sorted({e.task_id for e in exposures})
+    trained = sorted({e.task_id for e in exposures if e.rows > 0})
+    per_repo = Counter(repositories.get(task, "?") for task in trained)
+    check = Check("TRAIN_EPOCH_COVERAGE")
+    for task in planned:
+        slots = [e for e in exposures if e.task_id == task]
+        check.require(
+            any(e.rows > 0 for e in slots),
+            rule=f"coverage.{task}",
+            expected=f"task {task} trained at least once this epoch",
+            found="; ".join(f"step {e.step}: {e.reason or 'no row'}" for e in slots),
+            fix="see the trials' exception_info; an epoch covers every task or fails",
+        )
+    done = sum(1 for e in exposures if e.rows > 0)
+    fields: dict[str, object] = {
+        "exposures": len(exposures),
+        "trained_exposures": done,
+        "unique_tasks": len(trained),
+        "repeated_exposures": done - len(trained),
+        "repositories": len(per_repo),
+        "per_repository": json.dumps(dict(sorted(per_repo.items())), separators=(",", ":")),
+    }
+    return fields, check.violations

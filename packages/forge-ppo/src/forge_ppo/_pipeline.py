@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,13 @@ from forge_ppo._actor import Actor
 from forge_ppo._checkpoint import save_checkpoint
 from forge_ppo._models import build_models
 from forge_ppo._plan import RunPlan, plan_run, rounds
-from forge_ppo._rollouts import episode_outcomes, rollout_batch, rollout_metrics, validate
+from forge_ppo._rollouts import (
+    episode_outcomes,
+    failure_reasons,
+    rollout_batch,
+    rollout_metrics,
+    validate,
+)
 from forge_ppo._runlog import Curves, RunLog, all_finite, check_curves
 from forge_ppo._summary import ParentCheckpoint
 from forge_ppo._trainer import PPOTrainer
@@ -157,6 +164,7 @@ def _updates(
     live.push_adapter(served, 0)
     config = agent_config_from_spec(spec, "train")
     summaries: list[dict[str, Any]] = []
+    exposures: dict[int, list[forge_data.Exposure]] = {}
     if 0 in plan.validation_steps:
         validate(spec, plan, live, run_dir, 0, log)
     for step in range(1, plan.total_steps + 1):
@@ -250,7 +258,19 @@ def _updates(
             validate(spec, plan, live, run_dir, step, log)
         if step in plan.save_steps:
             _save(spec, actor, critic, result.record, model_dir, run_dir, step, parent)
-        _epoch_end(spec, plan, run_dir, step)
+        # which planned slots trained (rows), and why the others did not
+        counts = Counter(row.header.task_id for row in rows)
+        reasons = failure_reasons(job_dirs)
+        exposures.setdefault(plan.epoch_of_step[step - 1], []).extend(
+            forge_data.Exposure(
+                task_id=task,
+                step=step,
+                rows=counts[task],
+                reason=None if counts[task] else reasons.get(task, "no valid trajectory"),
+            )
+            for task in plan.batches[step - 1]
+        )
+        _epoch_end(spec, plan, run_dir, step, exposures)
     # 6. the phase's verdict
     _final_gate(spec, plan, run_dir, summaries)
 
@@ -312,15 +332,22 @@ def _best_step(run_dir: Path) -> int | None:
     return select_checkpoint(metrics).best_step
 
 
-def _epoch_end(spec: RunSpec, plan: RunPlan, run_dir: Path, step: int) -> None:
+def _epoch_end(
+    spec: RunSpec,
+    plan: RunPlan,
+    run_dir: Path,
+    step: int,
+    exposures: dict[int, list[forge_data.Exposure]],
+) -> None:
+    """At the last step of an epoch: coverage measured from the tasks that trained; a planned
+    task that never produced a training row fails the gate (with the trials' reason)."""
     if spec.phase != "formal":
         return
     epoch = plan.epoch_of_step[step - 1]
     last_of_epoch = step == plan.total_steps or plan.epoch_of_step[step] != epoch
     if last_of_epoch:
-        record_gate(
-            run_dir, "TRAIN_EPOCH_COVERAGE", forge_data.epoch_coverage(plan.epoch_batches[epoch])
-        )
+        fields, violations = forge_data.trained_coverage(exposures[epoch], plan.repositories)
+        gate(run_dir, "TRAIN_EPOCH_COVERAGE", violations, {"epoch": epoch, **fields})
 
 
 def _final_gate(

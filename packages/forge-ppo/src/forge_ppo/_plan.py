@@ -31,6 +31,7 @@ class RunPlan:
     validation_steps: frozenset[int] = frozenset()
     save_steps: frozenset[int] = frozenset()
     epoch_batches: dict[int, list[tuple[str, ...]]] = field(default_factory=dict)
+    repositories: dict[str, str] = field(default_factory=dict)  # task id -> repository
 
     @property
     def total_steps(self) -> int:
@@ -45,6 +46,12 @@ def split_tasks(spec: RunSpec, split: str) -> list[HarborTask]:
 def validation_decoding(spec: RunSpec) -> dict[str, Any]:
     """The sampling parameters every validation request sends (one sample per call)."""
     return agent_config_from_spec(spec, "validation").sampling() | {"n": 1}
+
+
+def task_repositories(spec: RunSpec) -> dict[str, str]:
+    """Task id -> repository, from the frozen split's manifest (per-repository coverage)."""
+    folder, _ = forge_data.task_set_folders(spec.data.tasks)
+    return {tid: t.repository for tid, t in forge_data.load_manifest(folder).tasks.items()}
 
 
 def plan_run(spec: RunSpec, run_dir: Path) -> RunPlan:
@@ -133,6 +140,7 @@ def _plan_formal(spec: RunSpec, run_dir: Path, train: list[HarborTask]) -> RunPl
         validation_steps=frozenset(schedule.validation_steps),
         save_steps=frozenset(schedule.save_steps),
         epoch_batches={e.epoch: list(e.batches) for e in plan.epochs},
+        repositories=task_repositories(spec),
     )
 
 

@@ -19,12 +19,28 @@ from forge_sandbox import reward_of
 VALIDATION_SCHEMA = "forge-ppo/validation-metrics@1"
 
 
+def progress_label(job_dir: Path, total_steps: int) -> str:
+    """What a job folder is, for progress lines: `train step 3/8 round 0` for
+    `episodes/step_0003/round_0`, `validation step 10` for `validation/step_0010`."""
+
+    def number(name: str) -> int | None:
+        head, _, digits = name.rpartition("_")
+        return int(digits) if head and digits.isdigit() else None
+
+    step, parent = number(job_dir.parent.name), job_dir.parent.parent.name
+    if parent == "episodes" and step is not None and number(job_dir.name) is not None:
+        return f"train step {step}/{total_steps} round {number(job_dir.name)}"
+    if job_dir.parent.name == "validation" and number(job_dir.name) is not None:
+        return f"validation step {number(job_dir.name)}"
+    return job_dir.name
+
+
 def _progress(label: str):
     def show(done: int, total: int, result: dict[str, Any]) -> None:
         reward = reward_of((result.get("verifier_result") or {}).get("rewards"))
         error = (result.get("exception_info") or {}).get("exception_type")
         print(
-            f"[{label}] {done}/{total} {result['task_name']} reward={reward} "
+            f"[{label}] episode {done}/{total} {result['task_name']} reward={reward} "
             f"{error or ''}".rstrip(),
             file=sys.stderr,
             flush=True,
@@ -57,7 +73,7 @@ def rollout_batch(
             concurrency=spec.resources.concurrency,
             traces_dir=live.traces_dir,
             verifier_timeout_s=spec.agent.verifier_timeout_s,
-            progress=_progress(job_dir.name),
+            progress=_progress(progress_label(job_dir, plan.total_steps)),
         )
     )
     return job_dir
@@ -67,6 +83,16 @@ def _trials(job_dirs: list[Path]) -> list[dict[str, Any]]:
     return [
         json.loads(p.read_text()) for job in job_dirs for p in sorted(job.glob("*/result.json"))
     ]
+
+
+def failure_reasons(job_dirs: list[Path]) -> dict[str, str]:
+    """Per task, why its episodes gave no reward: the trials' exception types (infra errors)."""
+    reasons: dict[str, set[str]] = {}
+    for trial in _trials(job_dirs):
+        kind = (trial.get("exception_info") or {}).get("exception_type")
+        if kind and reward_of((trial.get("verifier_result") or {}).get("rewards")) is None:
+            reasons.setdefault(trial["task_name"], set()).add(kind)
+    return {task: "infrastructure error: " + ", ".join(sorted(k)) for task, k in reasons.items()}
 
 
 def episode_outcomes(job_dirs: list[Path]) -> list[EpisodeOutcome]:
