@@ -55,7 +55,8 @@ def test_production_configs_carry_the_seed_numbers():
     p0 = load_spec("p0-64k")
     assert p0.model.max_model_len == 65536 and p0.agent.step_limit == 200
     assert p0.agent.top_p is None and p0.agent.max_tokens is None
-    assert p0.seed == 20260822 and p0.eval.panels == ("test38", "verified27")
+    assert p0.seed == 20260822 and p0.eval.panel_names == ("test38", "verified27")
+    assert [p.size for p in p0.eval.panels] == [38, 27] and p0.eval.protocol == "production"
     soak = load_spec("soak-5gpu")
     assert soak.schedule.total_updates == 3 and soak.agent.max_timeout_ratio == 0.35
 

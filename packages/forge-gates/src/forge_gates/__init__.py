@@ -88,17 +88,19 @@ from forge_gates._preflight import (
     kubeconfig_found,
     preflight,
 )
-from forge_gates._rules import check_spec
+from forge_gates._rules import P0_PRODUCTION, check_p0_production, check_spec, p0_spec_values
 from forge_gates._schedule import schedule_steps
 from forge_gates._spec import (
     AgentSpec,
     BackendSpec,
+    CandidateSpec,
     CheckpointSpec,
     ContextSpec,
     DataSpec,
     EvalSpec,
     LoRASpec,
     ModelSpec,
+    PanelSpec,
     Phase,
     PPOSpec,
     ResourceSpec,
@@ -110,8 +112,10 @@ from forge_gates._versions import installed_version, parse_specifier, version_sa
 __all__ = [
     "CONFIG_SUMMARY",
     "LEDGER_NAME",
+    "P0_PRODUCTION",
     "AgentSpec",
     "BackendSpec",
+    "CandidateSpec",
     "Check",
     "CheckpointSpec",
     "ContextSpec",
@@ -125,6 +129,7 @@ __all__ = [
     "LoRASpec",
     "ModelSpec",
     "PPOSpec",
+    "PanelSpec",
     "Phase",
     "Requirement",
     "ResourceSpec",
@@ -142,6 +147,7 @@ __all__ = [
     "check_gpus",
     "check_host_memory",
     "check_package_versions",
+    "check_p0_production",
     "check_spec",
     "failed_name",
     "file_sha256",
@@ -158,6 +164,7 @@ __all__ = [
     "kubeconfig_found",
     "load_spec",
     "new_run_dir",
+    "p0_spec_values",
     "parse_specifier",
     "phase_contract",
     "preflight",

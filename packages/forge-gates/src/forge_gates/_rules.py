@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from forge_gates._checks import Check, Violation
 
@@ -293,6 +294,77 @@ def _check_formal(spec: RunSpec, check: Check) -> None:
         check.require(ok, rule=rule, expected=expected, found=found, fix=fix)
 
 
+# DESIGN §4 "P0 protocol (production)": every value, checked on the spec and on what a P0 run
+# actually uses (`forge_eval.p0`); a difference is one violation (expected, found, fix)
+P0_PRODUCTION: dict[str, Any] = {
+    "window": 65536,
+    "step_limit": 200,
+    "temperature": 1.0,
+    "top_p": None,
+    "max_tokens": None,
+    "seed": 20260822,
+    "attempts": 1,
+    "retries": 0,
+    "panels": {"test38": 38, "verified27": 27},
+    "concurrency": 8,
+    "near_window_probe": True,
+}
+_P0_FIXES = {
+    "window": "set model.max_model_len = context.window = 65536 (and every token budget)",
+    "step_limit": "set agent.step_limit = 200",
+    "temperature": "set agent.temperature = 1.0",
+    "top_p": "remove agent.top_p (the provider's default top-p)",
+    "max_tokens": "remove agent.max_tokens (the provider decides)",
+    "seed": "set seed = 20260822",
+    "attempts": "set eval.attempts = 1",
+    "retries": "set eval.retries = 0",
+    "panels": "list exactly the panels test38 (size = 38) and verified27 (size = 27)",
+    "concurrency": "set resources.concurrency = 8",
+    "near_window_probe": "set eval.near_window_probe = true",
+}
+# already P0 rules for every protocol (p0.retries, p0.max_tokens, p0.near_window_probe)
+_GENERIC_P0 = ("max_tokens", "retries", "near_window_probe")
+
+
+def p0_spec_values(spec: RunSpec) -> dict[str, Any]:
+    """The P0 protocol values a spec asks for, keyed as `P0_PRODUCTION`."""
+    ev = spec.eval
+    return {
+        "window": spec.context.window,
+        "step_limit": spec.agent.step_limit,
+        "temperature": spec.agent.temperature,
+        "top_p": spec.agent.top_p,
+        "max_tokens": spec.agent.max_tokens,
+        "seed": spec.seed,
+        "attempts": ev.attempts if ev else None,
+        "retries": ev.retries if ev else None,
+        "panels": {p.name: p.size for p in ev.panels} if ev else {},
+        "concurrency": spec.resources.concurrency,
+        "near_window_probe": ev.near_window_probe if ev else None,
+    }
+
+
+def check_p0_production(
+    found: Mapping[str, Any], keys: Sequence[str] = tuple(P0_PRODUCTION)
+) -> list[Violation]:
+    """Every value of `found` (keyed as `P0_PRODUCTION`) that differs from the production P0
+    protocol, one violation each (rule `p0.production.<key>`); a missing key is a difference."""
+    out = []
+    for key in keys:
+        expected, value = P0_PRODUCTION[key], found.get(key, "missing")
+        if value != expected:
+            out.append(
+                Violation(
+                    rule=f"p0.production.{key}",
+                    expected=f"{key} = {expected!r} (the production P0 protocol)",
+                    found=f"{key} = {value!r}",
+                    fix=f"{_P0_FIXES[key]}, or eval.protocol = 'local' for a run that does not "
+                    "claim the production protocol",
+                )
+            )
+    return out
+
+
 def _check_p0(spec: RunSpec, check: Check) -> None:
     check.require(
         spec.ppo is None,
@@ -312,6 +384,8 @@ def _check_p0(spec: RunSpec, check: Check) -> None:
         )
         return
     ev = spec.eval
+    panels, candidates = list(ev.panel_names), list(ev.candidate_names)
+    bases = [c.name for c in ev.candidates if c.base]
     rules = [
         (ev.retries == 0, "p0.retries", "0", f"{ev.retries}", "set eval.retries = 0"),
         (
@@ -329,19 +403,39 @@ def _check_p0(spec: RunSpec, check: Check) -> None:
             "remove agent.max_tokens",
         ),
         (
-            len(set(ev.panels)) == len(ev.panels),
+            len(set(panels)) == len(panels),
             "p0.panels",
             "distinct panel names",
-            f"{list(ev.panels)}",
+            f"{panels}",
             "list each panel once",
         ),
         (
-            ev.candidates[0] != ev.candidates[1],
+            candidates[0] != candidates[1],
             "p0.candidates",
             "two different candidates",
-            f"{list(ev.candidates)}",
+            f"{candidates}",
             "name two different checkpoints",
+        ),
+        (
+            len(bases) <= 1,
+            "p0.base",
+            "at most one base candidate (base = true)",
+            f"base = true on {bases}",
+            "mark only the base model with base = true; the other is a checkpoint",
         ),
     ]
     for ok, rule, expected, found, fix in rules:
         check.require(ok, rule=rule, expected=expected, found=found, fix=fix)
+    for panel in ev.panels:
+        check.require(
+            panel.split is not None or panel.tasks is not None,
+            rule=f"p0.panel.{panel.name}",
+            expected="a split of a frozen split (split = 'test', tasks = split folder or unset "
+            "for data.tasks) or a task folder (tasks = DIR)",
+            found="neither split nor tasks",
+            fix=f"add split = ... or tasks = ... to the panel {panel.name!r}",
+        )
+    if ev.protocol == "production":
+        keys = [k for k in P0_PRODUCTION if k not in _GENERIC_P0]
+        for violation in check_p0_production(p0_spec_values(spec), keys):
+            check.add(violation)

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from forge_gates._rules import check_spec
 
@@ -143,7 +150,17 @@ class AgentSpec(_Frozen):
     format_error_limit: int = Field(default=3, ge=0, description="Format errors before abort.")
     verifier_timeout_s: float = Field(default=180.0, gt=0, description="Verifier timeout.")
     max_timeout_ratio: float = Field(
-        default=0.35, ge=0.0, le=1.0, description="Soak: max share of episodes that time out."
+        default=0.35,
+        ge=0.0,
+        le=1.0,
+        description="Max share of an update's (or validation's) episodes that time out.",
+    )
+    max_infra_error_ratio: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="Max share of an update's (or validation's) episodes with an "
+        "infrastructure error; past it the run stops (fail closed).",
     )
 
 
@@ -192,18 +209,94 @@ class DataSpec(_Frozen):
     )
 
 
+P0Protocol = Literal["production", "local"]
+
+
+def _named(value: Any, as_split: bool) -> Any:
+    """TOML shorthand: a bare string in a list of tables is `{name = s}` (for a panel also
+    `split = s`: the split of `data.tasks` with that name)."""
+    if not isinstance(value, list | tuple):
+        return value
+    out = []
+    for item in value:
+        if isinstance(item, str):
+            out.append({"name": item, "split": item} if as_split else {"name": item})
+        else:
+            out.append(item)
+    return out
+
+
+class PanelSpec(_Frozen):
+    """One P0 panel: a split of a frozen split folder, or every task of a task folder."""
+
+    name: str = Field(min_length=1, description="Panel name (reports never mix panels).")
+    tasks: str | None = Field(
+        default=None,
+        description="Frozen split folder or 'demo' (with `split`), or a folder of Harbor task "
+        "folders (without `split`); None = the spec's data.tasks.",
+    )
+    split: str | None = Field(
+        default=None,
+        description="Split name inside the frozen split (train / validation / test); None when "
+        "`tasks` is a task folder.",
+    )
+    size: int | None = Field(
+        default=None, gt=0, description="Tasks the panel must resolve to; None = not checked."
+    )
+
+
+class CandidateSpec(_Frozen):
+    """One of the two models compared."""
+
+    name: str = Field(min_length=1, description="Candidate name (--checkpoint NAME=PATH).")
+    base: bool = Field(
+        default=False,
+        description="The base model itself (model.path, no adapter, no --checkpoint); "
+        "false = a LoRA checkpoint passed as --checkpoint NAME=RUN/checkpoints/global_step_N.",
+    )
+
+
 class EvalSpec(_Frozen):
     """P0 evaluation protocol (paired comparison of two checkpoints)."""
 
-    panels: tuple[str, ...] = Field(min_length=1, description="Panels, never mixed in a score.")
+    protocol: P0Protocol = Field(
+        default="local",
+        description="production = the seed P0 protocol, every value enforced (65536 window, 200 "
+        "steps, temperature 1.0, provider top-p, seed 20260822, 1 attempt, retry 0, panels "
+        "test38/verified27 of 38/27 tasks, concurrency 8); local = the generic P0 rules only.",
+    )
+    panels: tuple[PanelSpec, ...] = Field(
+        min_length=1,
+        description="Panels, never mixed in a score; a bare name is the split of data.tasks.",
+    )
     attempts: int = Field(default=1, gt=0, description="Attempts per task.")
     retries: int = Field(default=0, ge=0, description="Retries of failed attempts.")
-    candidates: tuple[str, ...] = Field(
-        min_length=2, max_length=2, description="The two checkpoints compared (A, B)."
+    candidates: tuple[CandidateSpec, ...] = Field(
+        min_length=2,
+        max_length=2,
+        description="The two models compared (A, B); a bare name is a checkpoint candidate.",
     )
     near_window_probe: bool = Field(
         default=True, description="Send a near-window request before any task."
     )
+
+    @field_validator("panels", mode="before")
+    @classmethod
+    def _panel_names(cls, value: Any) -> Any:
+        return _named(value, as_split=True)
+
+    @field_validator("candidates", mode="before")
+    @classmethod
+    def _candidate_names(cls, value: Any) -> Any:
+        return _named(value, as_split=False)
+
+    @property
+    def panel_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.panels)
+
+    @property
+    def candidate_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.candidates)
 
 
 class RunSpec(_Frozen):

@@ -137,24 +137,49 @@ class LocalStack:
 
     def near_window_probe(self, margin: int = 4) -> dict[str, Any]:
         """A real request of window - margin prompt tokens + 1 completion token, sent to the
-        server directly: it answers only if it really serves the configured window."""
+        server directly: it passes (`P0_NEAR_WINDOW_PROBE_PASSED`) only if the server answers
+        and reports as prompt tokens exactly the tokens sent (a server that fell back to a
+        smaller window, or truncated the prompt, reports fewer). Fields: what was measured."""
         window = self.spec.model.max_model_len
         prompt = [1 + (i % 200) for i in range(window - margin)]
-        answer = _post(
-            f"{self.server_url}/v1/completions",
-            {
-                "model": self.engine.served_model_name,
-                "prompt": prompt,
-                "max_tokens": 1,
-                "temperature": 0.0,
-            },
-            timeout=600.0,
-        )
-        return {
-            "window": window,
-            "prompt_tokens": answer["usage"]["prompt_tokens"],
-            "completion_tokens": answer["usage"]["completion_tokens"],
-        }
+        fields: dict[str, Any] = {"window": window, "sent_prompt_tokens": len(prompt)}
+        try:
+            answer = _post(
+                f"{self.server_url}/v1/completions",
+                {
+                    "model": self.engine.served_model_name,
+                    "prompt": prompt,
+                    "max_tokens": 1,
+                    "temperature": 0.0,
+                },
+                timeout=600.0,
+            )
+            usage = answer["usage"]
+            fields["prompt_tokens"] = usage["prompt_tokens"]
+            fields["completion_tokens"] = usage["completion_tokens"]
+        except (RuntimeError, OSError, KeyError, TypeError) as error:
+            problem = Violation(
+                rule="near_window.answer",
+                expected=f"the server to answer a {len(prompt)}-token prompt (window {window}) "
+                "with its usage",
+                found=f"{type(error).__name__}: {error}"[:400],
+                fix="serve the configured window (model.max_model_len); see the server's log",
+            )
+            gate(self.run_dir, "P0_NEAR_WINDOW_PROBE_PASSED", [problem], fields)
+        problems = []
+        if fields["prompt_tokens"] != len(prompt):
+            problems.append(
+                Violation(
+                    rule="near_window.prompt_tokens",
+                    expected=f"the server to count the {len(prompt)} prompt tokens sent "
+                    f"(window {window} - margin {margin})",
+                    found=f"usage.prompt_tokens = {fields['prompt_tokens']} (sent {len(prompt)})",
+                    fix="the server fell back to a smaller window or truncated the prompt: "
+                    f"start it with max_model_len = {window}",
+                )
+            )
+        gate(self.run_dir, "P0_NEAR_WINDOW_PROBE_PASSED", problems, fields)
+        return fields
 
     def push_adapter(self, adapter_dir: Path, step: int) -> dict[str, Any]:
         """Load the adapter in place as `policy` and prove the server answers with it (a
