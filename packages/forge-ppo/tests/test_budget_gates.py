@@ -55,3 +55,20 @@ def test_a_budget_below_the_window_fails(tmp_path: Path) -> None:
         "budget.critic_infer.window",
         "budget.critic_infer.spec",
     }
+
+
+def test_formal_updates_stop_past_the_infra_error_and_timeout_ratios() -> None:
+    from forge_gates import Check
+    from forge_ppo._pipeline import _check_rollout_health
+
+    spec = load_spec("formal-local")
+    assert (spec.agent.max_infra_error_ratio, spec.agent.max_timeout_ratio) == (0.1, 0.35)
+    healthy = Check("PPO_SMOKE_UPDATE_PASSED")
+    metrics = {"rollout/episodes": 10.0, "rollout/errors": 1.0, "rollout/timeouts": 3.0}
+    _check_rollout_health(spec, healthy, metrics, "update")
+    assert healthy.ok  # 1 of 10 errored, 3 of 10 timed out: within the ratios
+    broken = Check("PPO_SMOKE_UPDATE_PASSED")
+    metrics = {"rollout/episodes": 10.0, "rollout/errors": 2.0, "rollout/timeouts": 4.0}
+    _check_rollout_health(spec, broken, metrics, "update")
+    assert [v.rule for v in broken.violations] == ["update.errors_ratio", "update.timeouts_ratio"]
+    assert broken.violations[0].found == "2 of 10 (0.20)"

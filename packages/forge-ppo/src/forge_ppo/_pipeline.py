@@ -191,6 +191,8 @@ def _updates(
             found=f"0 rows ({rollout_metrics.get('rollout/errors', 0):.0f} errored episodes)",
             fix="see the episodes' exception_info; fix the cause",
         )
+        if spec.phase == "formal":  # soak judges its ratios over the whole run (_final_gate)
+            _check_rollout_health(spec, check, rollout_metrics, "update")
         if not check.ok:
             gate(run_dir, check.gate, check.violations, {"step": step})
         # per-task rollout metrics from the episodes themselves (timeouts, infra errors), never
@@ -273,6 +275,27 @@ def _updates(
         _epoch_end(spec, plan, run_dir, step, exposures)
     # 6. the phase's verdict
     _final_gate(spec, plan, run_dir, summaries)
+
+
+def _check_rollout_health(
+    spec: RunSpec, check: Check, metrics: dict[str, float], what: str
+) -> None:
+    """Fail closed when too many of a batch's episodes hit infrastructure errors or time out
+    (the spec's ratios): a handful of valid rows must not make an update look healthy."""
+    episodes = max(metrics.get("rollout/episodes", 0.0), 1.0)
+    for kind, limit in (
+        ("errors", spec.agent.max_infra_error_ratio),
+        ("timeouts", spec.agent.max_timeout_ratio),
+    ):
+        ratio = metrics.get(f"rollout/{kind}", 0.0) / episodes
+        check.require(
+            ratio <= limit,
+            rule=f"{what}.{kind}_ratio",
+            expected=f"<= {limit} of the episodes with {kind} (agent.max_"
+            f"{'infra_error' if kind == 'errors' else 'timeout'}_ratio)",
+            found=f"{metrics.get(f'rollout/{kind}', 0.0):.0f} of {episodes:.0f} ({ratio:.2f})",
+            fix="see the trials' exception_info; fix the infrastructure or the limits",
+        )
 
 
 def _rows_and_metrics(job_dirs: list[Path]) -> tuple[list[SampleRow], dict[str, float]]:

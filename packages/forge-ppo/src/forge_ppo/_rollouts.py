@@ -160,14 +160,22 @@ def validate(
     )
     episodes = episode_outcomes([job])
     solved = sorted(e.task_id for e in episodes if e.success)
-    success_rate = len(solved) / max(len(plan.validation_ids), 1)
+    n_tasks = len(plan.validation_ids)
+    success_rate = len(solved) / max(n_tasks, 1)
+    errors = sum(e.error for e in episodes)
+    timeouts = sum(e.timed_out for e in episodes)
+    scoreable = n_tasks - errors
     line: dict[str, Any] = {
         "schema": VALIDATION_SCHEMA,
         "step": step,
+        # benchmark rate: an infrastructure error counts as a failure (it picks checkpoints)
         "success_rate_all": success_rate,
+        # scoreable rate: over the attempts that ran without an infrastructure error
+        "success_rate_scoreable": len(solved) / scoreable if scoreable else None,
         "solved": solved,
-        "n_tasks": len(plan.validation_ids),
-        "errors": sum(e.error for e in episodes),
+        "n_tasks": n_tasks,
+        "errors": errors,
+        "timeouts": timeouts,
         "task_order": list(plan.validation_ids),
     }
     append_jsonl(run_dir / "validation-metrics.jsonl", line, fsync=True)
@@ -175,6 +183,18 @@ def validate(
     decoding = validation_decoding(spec)
     calls, wrong = sent_decoding(job, decoding)
     check = Check("PPO_VALIDATION_PASSED")
+    for kind, count, limit in (
+        ("errors", errors, spec.agent.max_infra_error_ratio),
+        ("timeouts", timeouts, spec.agent.max_timeout_ratio),
+    ):
+        check.require(
+            count <= limit * max(n_tasks, 1),
+            rule=f"validation.{kind}_ratio",
+            expected=f"<= {limit} of {n_tasks} validation tasks with {kind}",
+            found=f"{count} ({count / max(n_tasks, 1):.2f})",
+            fix="a validation this broken cannot pick a checkpoint; see the trials' "
+            "exception_info and fix the infrastructure or the limits",
+        )
     check.require(
         not wrong,
         rule="validation.decoding",
@@ -190,7 +210,8 @@ def validate(
             "step": step,
             "tasks": line["n_tasks"],
             "solved": len(solved),
-            "errors": line["errors"],
+            "errors": errors,
+            "timeouts": timeouts,
             "success_rate_all": line["success_rate_all"],
             "calls": calls,
         },
