@@ -155,11 +155,34 @@ def test_every_config_mismatch_is_listed_at_once(saved, tiny):
     assert summary is not None and summary.step == 1
     assert {v.rule for v in problems} == {
         "warm_start.base_model",
-        "warm_start.adapter_base_model",
         "warm_start.lora",
         "warm_start.critic_base_model",
         "warm_start.critic_arch.num_hidden_layers",
     }
+
+
+def test_the_base_model_is_compared_by_content_not_path(saved, tiny, tmp_path):
+    """The same base model copied elsewhere warm starts; the same path with a changed weight
+    file does not (the summary records the folder's content fingerprint)."""
+    import shutil
+
+    path, *_ = saved
+    copy = tmp_path / "moved-base"
+    shutil.copytree(tiny.base_model, copy)
+    _, problems = check_warm_start_config(
+        path, base_model=str(copy), lora_spec=tiny.lora, critic=tiny.critic()
+    )
+    assert problems == []
+    weights = next(copy.glob("*.safetensors"))
+    tensors = load_file(weights)
+    name = next(iter(tensors))
+    tensors[name] = tensors[name] + 1.0
+    save_file(tensors, weights)
+    _, problems = check_warm_start_config(
+        path, base_model=str(copy), lora_spec=tiny.lora, critic=tiny.critic()
+    )
+    (v,) = problems
+    assert v.rule == "warm_start.base_model" and str(copy) in v.expected
 
 
 def test_vllm_rank_limit_applies_at_warm_start(saved, tiny):

@@ -53,6 +53,7 @@ from forge_ppo._summary import (
     FileRecord,
     LoRARecord,
     ParentCheckpoint,
+    model_fingerprint,
     sha256_file,
     step_dir_name,
 )
@@ -150,6 +151,7 @@ def save_checkpoint(
         schema_version=SUMMARY_SCHEMA,
         step=step,
         base_model=base_model,
+        base_model_sha256=model_fingerprint(base_model),
         critic_base_model=critic.base_model,
         critic_dtype=critic_dtype,
         lora=LoRARecord(

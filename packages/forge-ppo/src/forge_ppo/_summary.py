@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import hashlib
+import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from forge_gates import file_sha256, tree_sha256
 from forge_ppo._update import UpdateRecord
 from forge_ppo._value_model import DtypeName
 
 SUMMARY_NAME = "checkpoint-summary.json"
-SUMMARY_SCHEMA = "forge-ppo/checkpoint-summary@1"
+SUMMARY_SCHEMA = "forge-ppo/checkpoint-summary@2"
 CRITIC_DIR = "critic"
 CRITIC_WEIGHTS = "model.safetensors"
 CRITIC_CONFIG = "config.json"
@@ -58,9 +59,14 @@ class CheckpointSummary(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    schema_version: Literal["forge-ppo/checkpoint-summary@1"] = Field(description="Schema.")
+    schema_version: Literal["forge-ppo/checkpoint-summary@2"] = Field(description="Schema.")
     step: int = Field(ge=1, description="Global step of this run the checkpoint was taken at.")
-    base_model: str = Field(description="Base model the adapter was trained on.")
+    base_model: str = Field(description="Base model folder the adapter was trained on.")
+    base_model_sha256: str = Field(
+        pattern=r"^[0-9a-f]{64}$",
+        description="Content fingerprint of that folder (every file's SHA-256, see "
+        "`model_fingerprint`): a warm start compares this, never the path.",
+    )
     critic_base_model: str = Field(description="Base model the critic backbone started from.")
     critic_dtype: DtypeName = Field(description="Dtype of the saved critic weights.")
     lora: LoRARecord = Field(description="Adapter shape.")
@@ -73,9 +79,25 @@ class CheckpointSummary(BaseModel):
     files: dict[str, FileRecord] = Field(description="Every payload file: size and SHA-256.")
 
 
-def sha256_file(path: Path, chunk: int = 8 * MIB) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of one file (forge-gates' one definition)."""
+    return file_sha256(path)
+
+
+_FINGERPRINTS: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}
+
+
+def model_fingerprint(folder: str | os.PathLike[str]) -> str:
+    """The content fingerprint of a model folder: SHA-256 of its `{file: sha256}` map (config,
+    weights, tokenizer). The same model at another path has the same fingerprint; a changed
+    weight file does not. Memoised per process by (path, file names, sizes, mtimes)."""
+    root = Path(folder)
+    stat_key = tuple(
+        (p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    )
+    key = (str(root.resolve()), stat_key)
+    if key not in _FINGERPRINTS:
+        _FINGERPRINTS[key] = tree_sha256(root)
+    return _FINGERPRINTS[key]

@@ -18,6 +18,7 @@ from forge_ppo._summary import (
     CRITIC_DIR,
     CRITIC_WEIGHTS,
     SUMMARY_NAME,
+    SUMMARY_SCHEMA,
     CheckpointSummary,
     sha256_file,
 )
@@ -56,7 +57,7 @@ def check_checkpoint_files(
         return None, [
             _v(
                 "checkpoint.summary",
-                "a valid forge-ppo/checkpoint-summary@1",
+                f"a valid {SUMMARY_SCHEMA} (older checkpoints: re-save them with this Forge)",
                 str(exc).splitlines()[0],
                 "the summary was edited or truncated; use another checkpoint",
             )

@@ -39,6 +39,7 @@ from forge_ppo._summary import (
     SUMMARY_NAME,
     CheckpointSummary,
     ParentCheckpoint,
+    model_fingerprint,
     sha256_file,
 )
 from forge_ppo._value_model import DTYPES, ValueModel
@@ -72,6 +73,16 @@ def _v(rule: str, expected: object, found: object, fix: str) -> Violation:
     return Violation(rule=rule, expected=str(expected), found=str(found), fix=fix)
 
 
+def _same_model(a: str | None, b: str) -> bool:
+    """Same path, or two folders with the same content (a moved copy of one model)."""
+    if a == b:
+        return True
+    try:
+        return a is not None and model_fingerprint(a) == model_fingerprint(b)
+    except (NotADirectoryError, FileNotFoundError):
+        return False
+
+
 def check_warm_start_config(
     checkpoint: Path,
     *,
@@ -84,25 +95,21 @@ def check_warm_start_config(
     summary, problems = check_checkpoint_files(checkpoint)
     if summary is None or problems:
         return summary, problems
-    if summary.base_model != base_model:
+    # the same base model by content, wherever it lies (a path is not an identity)
+    try:
+        ours = model_fingerprint(base_model)
+    except (NotADirectoryError, FileNotFoundError):
+        ours = "(no such folder)"
+    if summary.base_model_sha256 != ours:
         problems.append(
             _v(
                 "warm_start.base_model",
-                base_model,
-                summary.base_model,
-                "warm start only from a checkpoint of the same base model",
+                f"base model with fingerprint {ours[:12]} ({base_model})",
+                f"{summary.base_model_sha256[:12]} ({summary.base_model})",
+                "warm start only from a checkpoint of the same base model (same files)",
             )
         )
     adapter = json.loads((checkpoint / ADAPTER_DIR / ADAPTER_CONFIG).read_text("utf-8"))
-    if adapter.get("base_model_name_or_path") != base_model:
-        problems.append(
-            _v(
-                "warm_start.adapter_base_model",
-                base_model,
-                adapter.get("base_model_name_or_path"),
-                "use the matching base model",
-            )
-        )
     found = (
         adapter.get("r"),
         adapter.get("lora_alpha"),
@@ -122,7 +129,7 @@ def check_warm_start_config(
         names = list(handle.keys())
     problems += check_adapter_rules(adapter, names, max_lora_rank=max_lora_rank)
     critic_config = json.loads((checkpoint / CRITIC_DIR / CRITIC_CONFIG).read_text("utf-8"))
-    if critic_config.get("base_model") != critic.base_model:
+    if not _same_model(critic_config.get("base_model"), critic.base_model):
         problems.append(
             _v(
                 "warm_start.critic_base_model",
