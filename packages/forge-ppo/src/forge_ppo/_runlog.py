@@ -1,7 +1,9 @@
-"""What a run writes as it goes: metrics.jsonl, TensorBoard events, smoke-update.json, plots.
+"""What a run writes as it goes: metrics.jsonl, TensorBoard events, `<phase>-update.json`
+(`smoke-update.json`, `soak-update.json`, `formal-update.json`), plots, progress lines.
 
 Every JSON file is written atomically (`metrics.jsonl` is appended one whole, fsynced line per
-step, so a crash leaves whole lines). Plots are PNGs of reward, success, EV and losses per step.
+step, so a crash leaves whole lines). Plots are PNGs of reward, success, EV, losses and the
+validation success rate per step (integer step ticks).
 
 TensorBoard events and `curves.png` need the `curves` extra (tensorboard, matplotlib):
 `curves="auto"` writes them when it is installed and says so when not; `"on"` refuses to start
@@ -23,14 +25,42 @@ Curves = Literal["auto", "on", "off"]
 CURVES_MODULES = ("tensorboard", "matplotlib")
 CURVES_INSTALL = "pip install 'forge-ppo[curves]' (nox installs every extra)"
 
-SMOKE_UPDATE_SCHEMA = "forge-ppo/smoke-update@1"
 PLOTTED = {
     "reward": "rollout/reward_mean",
     "success": "rollout/success_rate",
+    "validation success": "val/success_rate_all",
     "explained variance": "critic/observability/ev",
     "actor loss": "actor/pg_loss",
     "critic loss": "critic/vf_loss",
 }
+TRAIN_LINE = (
+    ("reward", "rollout/reward_mean"),
+    ("success", "rollout/success_rate"),
+    ("pg_loss", "actor/pg_loss"),
+    ("vf_loss", "critic/vf_loss"),
+    ("approx_kl", "actor/ppo_kl"),
+    ("ref_kl", "actor/kl_loss"),
+    ("clipfrac", "actor/pg_clipfrac"),
+    ("vf_clipfrac", "critic/vf_clipfrac"),
+    ("ev", "critic/observability/ev"),
+    ("tokens/s", "perf/tokens_per_s"),
+)
+"""`[train step N/M]` line: (label, metric); a metric the update did not log is left out."""
+
+
+def update_file_name(phase: str) -> str:
+    """`smoke-update.json` (the smoke contract's name), `soak-update.json`, `formal-update.json`."""
+    return f"{phase}-update.json"
+
+
+def train_line(step: int, total: int, metrics: dict[str, float]) -> str:
+    """`[train step 3/8] reward=0.500 success=0.500 pg_loss=... tokens/s=...` for the console."""
+    parts = [
+        f"{label}={metrics[key]:.4g}"
+        for label, key in TRAIN_LINE
+        if isinstance(metrics.get(key), int | float) and math.isfinite(metrics[key])
+    ]
+    return " ".join([f"[train step {step}/{total}]", *parts])
 
 
 def missing_curves_modules() -> list[str]:
@@ -60,11 +90,12 @@ def all_finite(metrics: dict[str, float]) -> bool:
 
 
 class RunLog:
-    """Appends per-step metrics and keeps smoke-update.json current."""
+    """Appends per-step metrics and keeps `<phase>-update.json` current."""
 
     def __init__(self, run_dir: Path, phase: str, curves: Curves = "auto") -> None:
         self.run_dir = run_dir
         self.phase = phase
+        self.updates_path = run_dir / update_file_name(phase)
         self.updates: list[dict[str, Any]] = []
         self.history: list[dict[str, Any]] = []
         self._tb: Any = None
@@ -94,12 +125,20 @@ class RunLog:
             self._tb.flush()
 
     def update(self, entry: dict[str, Any]) -> None:
-        """Record one update in smoke-update.json (rewritten atomically)."""
+        """Record one update in `<phase>-update.json` (rewritten atomically)."""
         self.updates.append(entry)
         atomic_write_json(
-            self.run_dir / "smoke-update.json",
-            {"schema": SMOKE_UPDATE_SCHEMA, "phase": self.phase, "updates": self.updates},
+            self.updates_path,
+            {
+                "schema": f"forge-ppo/{self.phase}-update@1",
+                "phase": self.phase,
+                "updates": self.updates,
+            },
         )
+
+    def train_line(self, step: int, total: int, metrics: dict[str, float]) -> str:
+        """The console line of one update (see `train_line`)."""
+        return train_line(step, total, metrics)
 
     def close(self) -> None:
         if self._tb is not None:
@@ -109,10 +148,24 @@ class RunLog:
         """curves.png: one panel per plotted metric over steps (None when nothing to draw)."""
         if not self.history or not self.curves:
             return None
+        import matplotlib.pyplot as plt  # optional extra (see the module docstring)
+
+        fig = self.figure()
+        path = self.run_dir / "curves.png"
+        tmp = path.with_name(".curves.png.tmp")
+        fig.savefig(tmp, dpi=90, format="png")
+        plt.close(fig)
+        os.replace(tmp, path)
+        return path
+
+    def figure(self) -> Any:
+        """The matplotlib figure of `plot`: integer step ticks, the validation success rate
+        (`val/success_rate_all`, logged at validation steps) beside the training curves."""
         import matplotlib  # optional extra (see the module docstring)
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
 
         fig, axes = plt.subplots(1, len(PLOTTED), figsize=(4 * len(PLOTTED), 3.2))
         for ax, (title, key) in zip(axes, PLOTTED.items(), strict=True):
@@ -123,11 +176,7 @@ class RunLog:
                 ax.text(0.5, 0.5, "not defined", ha="center", va="center", transform=ax.transAxes)
             ax.set_title(title)
             ax.set_xlabel("update")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(alpha=0.3)
         fig.tight_layout()
-        path = self.run_dir / "curves.png"
-        tmp = path.with_name(".curves.png.tmp")
-        fig.savefig(tmp, dpi=90, format="png")
-        plt.close(fig)
-        os.replace(tmp, path)
-        return path
+        return fig

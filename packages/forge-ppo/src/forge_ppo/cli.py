@@ -1,4 +1,5 @@
-"""forge-ppo: inspect PPO checkpoints, check adapters against vLLM's rules, plan micro-batches.
+"""forge-ppo: train PPO runs (smoke, soak, formal), inspect checkpoints, check adapters
+against vLLM's rules, plan micro-batches.
 
     forge-ppo inspect-checkpoint runs/x/checkpoints/global_step_10   # verifies every SHA-256
     forge-ppo check-adapter runs/x/checkpoints/global_step_10 --max-rank 64
@@ -14,6 +15,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from forge_gates import use_help_formatter
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -164,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
         "on = refuse to start without it",
     )
     train.set_defaults(run=_train)
-    return parser
+    return use_help_formatter(parser)
 
 
 def apply_overrides(data: dict, assignments: list[str]) -> dict:
