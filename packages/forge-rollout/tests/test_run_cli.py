@@ -4,6 +4,10 @@ episodes in real sandboxes on the demo train split; forge-eval reads the job unc
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -60,3 +64,79 @@ def test_run_bad_input(tmp_path: Path, capsys):
                  "--out", str(tmp_path / "job")])  # fmt: skip
     assert code == 1 and "NetworkConnectionError" in capsys.readouterr().err
     assert not (tmp_path / "job").exists()
+
+
+def _start_serve(model_dir: Path) -> tuple[subprocess.Popen, str]:
+    """The real `forge-rollout serve --model DIR` (no --served-model-name) on a free port."""
+    argv = [sys.executable, "-m", "forge_rollout.cli", "serve", "--model", str(model_dir),
+            "--max-model-len", str(WINDOW), "--port", "0"]  # fmt: skip
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    found: dict[str, str] = {}
+
+    def read() -> None:
+        for line in process.stdout:  # type: ignore[union-attr]
+            match = re.match(r"FORGE_SERVE_READY url=(\S+)", line)
+            if match:
+                found["url"] = match.group(1)
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=120)
+    if "url" not in found:
+        process.kill()
+        raise AssertionError(f"serve did not start: {process.stderr.read()}")  # type: ignore[union-attr]
+    return process, found["url"]
+
+
+@pytest.mark.usefixtures("isolation")
+def test_run_without_model_uses_the_served_one(
+    tmp_path: Path, tiny_model_dir: Path, gateway_at, capsys
+):
+    """A newcomer's first run: `serve --model DIR`, then `run` with no --model. The model is
+    the server's only one (not a fixed 'base' that every trial would miss); a rerun into that
+    job with another model is a clear error; a job of only infrastructure errors exits 1."""
+    process, server = _start_serve(tiny_model_dir)
+    traces, job = tmp_path / "traces", tmp_path / "job"
+    base = ["run", "--tasks", "demo:train", "--task-ids", "statkit-median-even", "--endpoint",
+            "", "--traces", str(traces), "--max-tokens", "16", "--step-limit", "1"]  # fmt: skip
+    try:
+        with gateway_at(server, traces, window=WINDOW, reserve=64, upstream_timeout=60.0) as (
+            gateway,
+            _,
+        ):
+            base[base.index("--endpoint") + 1] = gateway
+            # 1. no --model: the served model (named after its folder) is used
+            assert main([*base, "--out", str(job)]) == 0
+            out = capsys.readouterr().out
+            assert "infrastructure_errors=0" in out
+            (trial,) = [json.loads(p.read_text()) for p in job.glob("*/result.json")]
+            assert trial["config"]["agent"]["model_name"] == str(tiny_model_dir)
+            assert trial["verifier_result"] is not None
+            # 2. the same folder with another model: expected/found/fix, no traceback
+            assert main([*base, "--out", str(job), "--model", "other"]) == 2
+            err = capsys.readouterr().err
+            assert "Traceback" not in err
+            assert f"agent.model_name {str(tiny_model_dir)!r} in the job, 'other' now" in err
+            assert "fix:" in err
+            # 3. every trial an infrastructure error (unknown model): exit 1 with the reason
+            assert main([*base, "--out", str(tmp_path / "bad"), "--model", "nope"]) == 1
+            err = capsys.readouterr().err
+            assert "every trial" in err and "UpstreamError" in err and "nope" in err
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_several_served_models_and_none_named_is_an_error(engine, lora_dirs) -> None:
+    from forge_rollout._runner import served_model
+    from forge_rollout._server import create_server_app
+
+    with run_app_in_thread(create_server_app(engine)) as url:
+        assert served_model(url) == "tiny"
+        engine.load_adapter("step-1", str(lora_dirs[0]))
+        try:
+            with pytest.raises(ValueError, match=r"found 2: \['tiny', 'step-1'\].*--model NAME"):
+                served_model(url)
+        finally:
+            engine.unload_adapter("step-1")

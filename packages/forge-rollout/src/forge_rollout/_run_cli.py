@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,18 @@ def add_run_parser(sub: Any) -> None:
     p.add_argument("--out", type=Path, required=True, help="job folder (rerun resumes it)")
     p.add_argument("--attempts", type=int, default=1, help="episodes per task")
     p.add_argument("--concurrency", type=int, default=2, help="episodes at the same time")
-    p.add_argument("--model", default="base", help="model name (base or a LoRA adapter name)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="served model name or LoRA adapter name (default: the endpoint's only model, "
+        "from /v1/models; with several, name one)",
+    )
     p.add_argument("--step-limit", type=int, default=4, help="agent model calls (200: production)")
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--top-p", type=float, default=None)
-    p.add_argument("--max-tokens", type=int, default=None)
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature")
+    p.add_argument("--top-p", type=float, default=None, help="top-p (default: the server's)")
+    p.add_argument(
+        "--max-tokens", type=int, default=None, help="tokens per model call (default: no limit)"
+    )
     p.add_argument("--command-timeout", type=float, default=20.0, help="seconds per command")
     p.add_argument(
         "--production-templates",
@@ -85,11 +93,41 @@ def run_command(args: argparse.Namespace) -> int:
     except NetworkConnectionError as error:
         print(f"NetworkConnectionError: {error}", file=sys.stderr)
         return 1
+    except (ValueError, FileExistsError) as error:  # no model to choose; another job's folder
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted: sandboxes stopped; rerun the same command to resume", file=sys.stderr)
         return 130
+    # 3. the verdict: a job whose every trial is an infrastructure error measured nothing
     solved = sum(1 for r in summary.rewards.values() if r is not None and r >= 1)
+    infra = [key for key, reward in summary.rewards.items() if reward is None]
     print(
-        f"JOB {args.out} trials={len(summary.rewards)} solved={solved} errors={len(summary.errors)}"
+        f"JOB {args.out} trials={len(summary.rewards)} solved={solved} "
+        f"errors={len(summary.errors)} infrastructure_errors={len(infra)}"
     )
+    if summary.rewards and len(infra) == len(summary.rewards):
+        print(
+            f"error: every trial of {args.out} is an infrastructure error (no reward); the "
+            f"first: {_first_error(args.out)}; fix: check the model name (--model) and the "
+            "endpoint, then rerun into a new --out folder",
+            file=sys.stderr,
+        )
+        return 1
     return 0
+
+
+def _first_error(job_dir: Path) -> str:
+    """`ExceptionType: message` of the first errored trial of a job folder (by start time)."""
+    found = []
+    for path in job_dir.glob("*/result.json"):
+        try:
+            result = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        info = result.get("exception_info") or {}
+        if info.get("exception_type"):
+            message = str(info.get("exception_message") or "").strip().splitlines()
+            text = f"{info['exception_type']}: {message[0] if message else ''}".rstrip(": ")
+            found.append((str(result.get("started_at") or ""), text))
+    return min(found)[1] if found else "no exception recorded"

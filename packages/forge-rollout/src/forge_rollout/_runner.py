@@ -170,6 +170,35 @@ def check_endpoint(endpoint: str, timeout_s: float = 10.0) -> dict[str, Any]:
         return {"raw": body.decode("utf-8", "replace")[:200]}
 
 
+def served_model(endpoint: str, timeout_s: float = 10.0) -> str:
+    """The one model `<endpoint>/v1/models` lists (the model to use when none is named).
+
+    `forge-rollout serve --model DIR` serves DIR under its path unless --served-model-name
+    says otherwise, so a fixed default name would miss it. Several models (a base and its
+    LoRA adapters) and none named is an error listing them; so is an empty list."""
+    url = f"{endpoint.rstrip('/')}/v1/models"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            payload = json.loads(response.read())
+        ids = [str(card["id"]) for card in payload["data"]]
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        raise NetworkConnectionError(
+            f"expected GET {url} to list the served models; found {exc}; fix: start the "
+            "gateway and its inference server, or name the model with --model"
+        ) from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(
+            f"expected GET {url} to answer an OpenAI model list; found {exc!r}; "
+            "fix: name the model with --model"
+        ) from exc
+    if len(ids) != 1:
+        raise ValueError(
+            f"--model: expected one model at {url} when --model is not given; found "
+            f"{len(ids)}: {ids}; fix: pass --model NAME with one of them"
+        )
+    return ids[0]
+
+
 def _split_name(spec: str, split: str) -> forge_data.SplitName:
     """`split` as one of forge-data's split names; an unknown one is an error naming them."""
     for name in forge_data.SPLITS:
@@ -247,7 +276,7 @@ async def run_rollouts(
     job_dir: str | Path,
     *,
     endpoint: str,
-    model: str,
+    model: str | None,
     config: AgentConfig,
     attempts: int = 1,
     concurrency: int = 2,
@@ -257,9 +286,12 @@ async def run_rollouts(
     progress: Progress | None = None,
     resume: bool = True,
 ) -> JobSummary:
-    """Roll out `attempts` episodes per task into a Harbor job directory (resumable)."""
+    """Roll out `attempts` episodes per task into a Harbor job directory (resumable).
+    `model=None` uses the endpoint's only model (see `served_model`)."""
     # 1. fail fast, before any sandbox starts, when the endpoint is not there
     await asyncio.to_thread(check_endpoint, endpoint)
+    if model is None:
+        model = await asyncio.to_thread(served_model, endpoint)
     # 2. every (task, attempt) through forge-sandbox's job runner
     agent = MiniSweAgent(endpoint=endpoint, model=model, config=config, traces_dir=traces_dir)
     return await run_job(

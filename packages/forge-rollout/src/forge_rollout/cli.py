@@ -12,6 +12,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from forge_gates import use_help_formatter
+
 EPILOG = """examples:
   forge-rollout make-tiny-model --out models/tiny
   forge-rollout serve --model models/tiny --max-model-len 4096 --port 8000
@@ -19,7 +21,7 @@ EPILOG = """examples:
       --window 4096 --reserve 256 --run-dir runs/x
   forge-rollout vllm-args --model /models/sft-8b --max-model-len 40960
   forge-rollout run --tasks demo:train --endpoint http://127.0.0.1:9000 --traces runs/x/traces \
-      --out runs/x/job --attempts 2 --model base
+      --out runs/x/job --attempts 2   # --model: default the server's only model
 servers print `<NAME>_READY url=http://host:port` when listening (port 0 = any free port).
 exit codes: 0 ok, 1 failed (gate, startup), 2 usage error"""
 
@@ -166,18 +168,35 @@ def _vllm_serve(args: argparse.Namespace) -> int:
 
 def _add_vllm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="HF model directory")
-    p.add_argument("--served-model-name", default=None)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument(
+        "--served-model-name",
+        default=None,
+        help="name the model is served under (default: --model)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on")
     p.add_argument("--max-model-len", type=int, required=True, help="the window")
     p.add_argument("--no-lora", action="store_true", help="without --enable-lora")
-    p.add_argument("--max-lora-rank", type=int, default=32)
-    p.add_argument("--max-num-seqs", type=int, default=10)
-    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    p.add_argument("--tensor-parallel-size", type=int, default=1)
+    p.add_argument("--max-lora-rank", type=int, default=32, help="vLLM --max-lora-rank")
+    p.add_argument("--max-num-seqs", type=int, default=10, help="sequences vLLM batches at once")
+    p.add_argument(
+        "--gpu-memory-utilization", type=float, default=0.9, help="share of GPU memory vLLM takes"
+    )
+    p.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per model (TP)")
     p.add_argument("--dtype", default="auto", help="--dtype (e.g. float32, bfloat16)")
-    p.add_argument("--lora-module", action="append", default=[], metavar="NAME=PATH")
-    p.add_argument("--entrypoint", choices=["cli", "module"], default="cli")
+    p.add_argument(
+        "--lora-module",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a LoRA adapter served from the start (repeat)",
+    )
+    p.add_argument(
+        "--entrypoint",
+        choices=["cli", "module"],
+        default="cli",
+        help="`vllm serve` (cli) or `python -m vllm.entrypoints.openai.api_server` (module)",
+    )
     p.add_argument("--python", default=sys.executable, help="interpreter for --entrypoint module")
     p.add_argument("--extra", action="append", default=[], help="extra vLLM argument (repeat)")
 
@@ -192,47 +211,68 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("make-tiny-model", help="build the offline tiny Qwen2 model + tokenizer")
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--vocab-size", type=int, default=512)
-    p.add_argument("--hidden-size", type=int, default=64)
-    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--out", type=Path, required=True, help="model folder to write")
+    p.add_argument("--seed", type=int, default=0, help="weight initialisation seed")
+    p.add_argument("--vocab-size", type=int, default=512, help="tokenizer vocabulary size")
+    p.add_argument("--hidden-size", type=int, default=64, help="model width")
+    p.add_argument("--layers", type=int, default=2, help="transformer layers")
     p.add_argument("--heads", type=int, default=2, help="attention heads")
     p.add_argument("--kv-heads", type=int, default=1, help="key/value heads")
-    p.add_argument("--intermediate-size", type=int, default=128)
-    p.add_argument("--max-position-embeddings", type=int, default=4096)
+    p.add_argument("--intermediate-size", type=int, default=128, help="MLP width")
+    p.add_argument(
+        "--max-position-embeddings", type=int, default=4096, help="longest context in tokens"
+    )
     p.set_defaults(func=_make_tiny_model)
 
     p = sub.add_parser("serve", help="OpenAI-compatible server on transformers (CPU)")
     p.add_argument("--model", required=True, help="HF model directory")
-    p.add_argument("--served-model-name", default=None)
-    p.add_argument("--adapter", action="append", default=[], metavar="NAME=PATH")
+    p.add_argument(
+        "--served-model-name",
+        default=None,
+        help="name clients use for the model (default: the --model path as given)",
+    )
+    p.add_argument(
+        "--adapter",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a LoRA adapter served under NAME from the start (repeat)",
+    )
     p.add_argument("--max-model-len", type=int, default=None, help="window (default: config)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free port)")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.set_defaults(func=_serve)
 
     p = sub.add_parser("gateway", help="context guard + token traces in front of a server")
     p.add_argument("--upstream", required=True, help="server base URL")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=9000)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=9000, help="port to listen on (0: any free port)")
     p.add_argument("--traces", type=Path, required=True, help="trace folder")
     p.add_argument("--window", type=int, required=True, help="= the server's max model length")
-    p.add_argument("--reserve", type=int, default=0)
+    p.add_argument(
+        "--reserve",
+        type=int,
+        default=0,
+        help="tokens kept free: prompt + max_tokens <= window - reserve",
+    )
     p.add_argument("--tokenizer", type=Path, default=None, help="count in-process (else /tokenize)")
-    p.add_argument("--upstream-timeout", type=float, default=600.0)
-    p.add_argument("--upstream-wait", type=float, default=60.0)
+    p.add_argument(
+        "--upstream-timeout", type=float, default=600.0, help="seconds per forwarded call"
+    )
+    p.add_argument(
+        "--upstream-wait", type=float, default=60.0, help="seconds to wait for the server at start"
+    )
     p.add_argument("--fsync", action="store_true", help="fsync every trace")
     p.add_argument("--run-dir", type=Path, default=None, help="records the guard gate there")
     p.add_argument("--no-upstream-check", action="store_true", help="skip the window check")
     p.set_defaults(func=_gateway)
 
     p = sub.add_parser("stub-upstream", help="stub vLLM with fault injection (tests, bench)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=0)
-    p.add_argument("--window", type=int, default=4096)
-    p.add_argument("--completion-tokens", type=int, default=4)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=0, help="port to listen on (0: any free port)")
+    p.add_argument("--window", type=int, default=4096, help="max model length it reports")
+    p.add_argument("--completion-tokens", type=int, default=4, help="tokens per answer")
     p.add_argument("--canned", action="store_true", help="one precomputed answer")
     p.set_defaults(func=_stub)
 
@@ -242,14 +282,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("vllm-serve", help="start vLLM, wait until ready, stop on Ctrl-C")
     _add_vllm_args(p)
-    p.add_argument("--log", type=Path, default=None)
-    p.add_argument("--ready-timeout", type=float, default=900.0)
+    p.add_argument("--log", type=Path, default=None, help="vLLM's output to this file")
+    p.add_argument(
+        "--ready-timeout", type=float, default=900.0, help="seconds to wait until vLLM answers"
+    )
     p.set_defaults(func=_vllm_serve)
 
     from forge_rollout._run_cli import add_run_parser
 
     add_run_parser(sub)
-    return parser
+    return use_help_formatter(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -373,6 +373,24 @@ async def run_job(
     )
 
 
+def _change(key: str, old: Any, new: Any) -> str:
+    """`key: <in the job> -> <now>` naming the fields that differ ('' when equal)."""
+    if old == new:
+        return ""
+    if isinstance(old, dict) and isinstance(new, dict):
+        fields = sorted(set(old) | set(new))
+        return "; ".join(
+            _change(f"{key}.{f}", old.get(f), new.get(f))
+            for f in fields
+            if old.get(f) != new.get(f)
+        )
+    if key == "agents" and isinstance(old, list) and len(old) == len(new) == 1:
+        return _change("agent", old[0], new[0])
+    if key == "tasks" and isinstance(old, list):
+        return f"tasks: {len(old)} in the job, {len(new)} now (or other task folders)"
+    return f"{key} {old!r} in the job, {new!r} now"
+
+
 def _open_job(
     job_dir: Path, config: dict[str, Any], resume: bool
 ) -> tuple[str, str, list[dict[str, Any]]]:
@@ -395,10 +413,11 @@ def _open_job(
         ) from exc
     keys = ("n_attempts", "agents", "tasks")
     if any(old_config.get(k) != config[k] for k in keys):
-        changed = [k for k in keys if old_config.get(k) != config[k]]
+        changed = [_change(k, old_config.get(k), config[k]) for k in keys]
         raise FileExistsError(
-            f"resume {job_dir}: expected the same {', '.join(keys)}; found different {changed}; "
-            "fix: resume with the original settings or pass a new --out folder"
+            f"resume {job_dir}: expected the same {', '.join(keys)} as the job in that folder; "
+            f"found {'; '.join(c for c in changed if c)}; fix: rerun with the job's settings "
+            "to resume it, or pass a new --out folder for the new settings"
         )
     results = []
     for path in sorted(job_dir.glob("*/result.json")):

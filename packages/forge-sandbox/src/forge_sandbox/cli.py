@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from forge_gates import use_help_formatter
 from forge_sandbox._bwrap import find_tools
 from forge_sandbox._cgroup_detect import detect_cgroups
 from forge_sandbox._doctor import run_doctor
@@ -63,7 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--task", type=Path, help="task folder: its environment/workspace is used")
     run.add_argument("--workspace", type=Path, help="folder copied to /workspace (overrides)")
     run.add_argument("--timeout", type=float, default=600.0, help="seconds (default 600)")
-    run.add_argument("--network", choices=["none", "host"], default="none")
+    run.add_argument(
+        "--network",
+        choices=["none", "host"],
+        default="none",
+        help="none: no network in the sandbox; host: the host's network",
+    )
     _limits(run)
     run.add_argument("cmd", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
 
@@ -78,13 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
         job = sub.add_parser(name, help=f"run the {name} agent ({what}) on every task")
         job.add_argument("tasks", type=Path, help="folder of task folders (or one task)")
         job.add_argument("--out", type=Path, required=True, help="new Harbor job directory")
-        job.add_argument("--concurrency", type=int, default=2, help="sandboxes at once (2)")
+        job.add_argument("--concurrency", type=int, default=2, help="sandboxes at once")
         job.add_argument("--verifier-timeout", type=float, help="override, s (default 180)")
 
     doctor = sub.add_parser("doctor", help="what isolation is available here, and why not")
     doctor.add_argument("--json", action="store_true", help="print the probes as JSON")
     doctor.add_argument("--no-live", action="store_true", help="skip starting a real sandbox")
-    return parser
+    return use_help_formatter(parser)
 
 
 async def _run(args: argparse.Namespace) -> int:
