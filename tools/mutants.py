@@ -83,7 +83,7 @@ TARGETS = (
     Target(
         "forge_gates._rules",
         "forge-gates",
-        ("test_spec_rules.py", "test_rule_messages.py", "test_backends.py"),
+        ("test_spec_rules.py", "test_rule_messages.py", "test_backends.py", "test_p0_protocol.py"),
     ),
 )
 

@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from forge_gates import check_spec, read_config, validate_config
+from forge_gates import (
+    P0_PRODUCTION,
+    check_p0_production,
+    check_spec,
+    load_spec,
+    p0_spec_values,
+    read_config,
+    validate_config,
+)
 
 PRODUCTION_BACKENDS = {"trainer": "verl", "inference": "vllm", "sandbox": "local"}
 
@@ -418,3 +426,56 @@ def test_rollout_gpus_need_vllm():
         "and would ignore them)",
         "set backends.inference = 'vllm', or rollout_gpus = 0 for the local server",
     )
+
+
+# ------------------------------------------------------------------ p0 panels, base, production
+def test_p0_panel_needs_a_split_or_a_task_folder():
+    data = read_config("p0-local")
+    data["eval"]["panels"][0] = {"name": "validation", "size": 3}
+    assert only(data) == v(
+        "p0.panel.validation",
+        "a split of a frozen split (split = 'test', tasks = split folder or unset for "
+        "data.tasks) or a task folder (tasks = DIR)",
+        "neither split nor tasks",
+        "add split = ... or tasks = ... to the panel 'validation'",
+    )
+
+
+def test_p0_has_at_most_one_base_candidate():
+    data = read_config("p0-local")
+    data["eval"]["candidates"] = [{"name": "a", "base": True}, {"name": "b", "base": True}]
+    assert only(data) == v(
+        "p0.base",
+        "at most one base candidate (base = true)",
+        "base = true on ['a', 'b']",
+        "mark only the base model with base = true; the other is a checkpoint",
+    )
+
+
+def test_production_violation_text():
+    (found,) = check_p0_production({**P0_PRODUCTION, "concurrency": 4})
+    assert found.model_dump() == v(
+        "p0.production.concurrency",
+        "concurrency = 8 (the production P0 protocol)",
+        "concurrency = 4",
+        "set resources.concurrency = 8, or eval.protocol = 'local' for a run that does not "
+        "claim the production protocol",
+    )
+
+
+def test_p0_spec_values_of_the_shipped_production_spec():
+    assert p0_spec_values(load_spec("p0-64k")) == P0_PRODUCTION
+    values = p0_spec_values(load_spec("p0-local"))
+    assert values["max_tokens"] is None and values["retries"] == 0
+    assert values["near_window_probe"] is True and values["attempts"] == 1
+
+
+def test_p0_spec_values_without_an_eval_section():
+    values = p0_spec_values(load_spec("smoke-local"))
+    assert {k: values[k] for k in ("attempts", "retries", "panels", "near_window_probe")} == {
+        "attempts": None,
+        "retries": None,
+        "panels": {},
+        "near_window_probe": None,
+    }
+    assert values["max_tokens"] == 96 and set(values) == set(P0_PRODUCTION)
