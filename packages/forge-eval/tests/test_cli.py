@@ -80,6 +80,23 @@ def test_compare_refusal_exits_2_and_shows_the_difference(
     assert "not comparable" in err and "step_limit: A=200 B=50" in err
 
 
+def test_compare_two_rollout_jobs_of_one_split_needs_no_flags(
+    tmp_path: Path, harbor: SimpleNamespace, capsys
+) -> None:
+    """`forge-rollout run` records no dataset: the panels are the job folders' names."""
+    a = harbor.write_job(
+        tmp_path, "base", harbor.panel_trials(set(TASKS[:4]), TASKS, source=None), config=False
+    )
+    b = harbor.write_job(
+        tmp_path, "step10",
+        harbor.panel_trials(set(TASKS[2:9]), TASKS, source=None, model="rl"), config=False,
+    )  # fmt: skip
+    assert main(["compare", "--run", f"A={a}", "--run", f"B={b}"]) == 0
+    assert "McNemar p" in capsys.readouterr().out
+    assert main(["compare", "--run", f"A={a}", "--run", f"B={b}", "--allow-diff", "panels"]) == 2
+    assert "--panel NAME" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "argv",
     [

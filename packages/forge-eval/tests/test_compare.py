@@ -142,3 +142,43 @@ def test_several_attempts_pair_the_first_by_start_time(
     (panel,) = compare_jobs(a, b).panels
     assert (panel.per_task[0].outcome_a, panel.per_task[0].outcome_b) == ("solved", "failed")
     assert any("only the first attempt" in w for w in panel.warnings)
+
+
+def _folder_job(tmp_path: Path, harbor: SimpleNamespace, name: str, solved: set[str], **kwargs):
+    """A job like `forge-rollout run` writes: no dataset recorded, so the panel is the folder."""
+    trials = harbor.panel_trials(solved, TASKS, source=None, **kwargs)
+    return harbor.write_job(tmp_path, name, trials, config=False)
+
+
+def test_folder_named_panels_of_the_same_tasks_compare_without_flags(
+    tmp_path: Path, harbor: SimpleNamespace
+) -> None:
+    a = read_job(_folder_job(tmp_path, harbor, "base-job", SOLVED_A))
+    b = read_job(_folder_job(tmp_path, harbor, "step-10-job", SOLVED_B, model="m2"))
+    assert a.panel_from_folder and b.panel_from_folder
+    (panel,) = compare_jobs(a, b).panels
+    assert (panel.n_tasks, panel.b, panel.c) == (38, 2, 5)
+    assert any("panel names came from job folders" in w for w in panel.warnings)
+    # a recorded dataset name wins over a folder name
+    trials = harbor.panel_trials(SOLVED_B, TASKS, model="m2")
+    named = read_job(harbor.write_job(tmp_path, "named", trials, config=False))
+    (panel,) = compare_jobs(a, named).panels
+    assert panel.panel == "test38"
+
+
+def test_folder_named_panels_still_refuse_other_tasks(
+    tmp_path: Path, harbor: SimpleNamespace
+) -> None:
+    a = read_job(_folder_job(tmp_path, harbor, "a-job", SOLVED_A))
+    trials = harbor.panel_trials(SOLVED_B, [*TASKS[:-1], "task-extra"], source=None)
+    b = read_job(harbor.write_job(tmp_path, "b-job", trials, config=False))
+    assert "only in B [task-extra]" in _refusal(a, b)
+
+
+def test_panel_refusal_names_the_option_that_works(tmp_path: Path, harbor: SimpleNamespace) -> None:
+    a = _run(tmp_path, harbor, "a", SOLVED_A)
+    b = _run(tmp_path, harbor, "b", SOLVED_A, source="verified27")
+    message = _refusal(a, b)
+    assert "--panel NAME" in message and "--allow-diff" not in message
+    renamed = compare_jobs(read_job(a.path, panel="p"), read_job(b.path, panel="p"))
+    assert [p.panel for p in renamed.panels] == ["p"]

@@ -8,6 +8,7 @@ wins = c, losses = b (from B's side), delta = Pass@1(B) - Pass@1(A) = (c - b) / 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -86,8 +87,13 @@ def compare_jobs(
     names: tuple[str, str] = ("A", "B"),
     allow_diff: tuple[str, ...] = (),
 ) -> Comparison:
-    """Compare two runs; raise `NotComparableError` listing every difference if they differ."""
+    """Compare two runs; raise `NotComparableError` listing every difference if they differ.
+
+    A panel named after its job folder (no dataset recorded, e.g. `forge-rollout run` output)
+    says nothing about the tasks: two single-panel jobs pair on it, and the task set and task
+    content checks decide whether they are like for like."""
     # 1. like for like: protocol (minus the subject), panels, task sets and digests
+    job_a, job_b, folder_note = _align_folder_panels(job_a, job_b)
     prot_a, prot_b = protocol_of(job_a), protocol_of(job_b)
     exempt = (*SUBJECT_FIELDS, *allow_diff)
     differences = protocol_differences(prot_a, prot_b, exclude=(*exempt, "task_digests", "dataset"))
@@ -96,8 +102,7 @@ def compare_jobs(
         raise NotComparableError(
             f"{job_a.path} (A) vs {job_b.path} (B)",
             differences,
-            fix="compare runs made with one protocol on one frozen task set; "
-            "re-run the odd one out (or, if the difference is the point, --allow-diff FIELD)",
+            fix=_refusal_fix(differences),
         )
     # 2. one paired comparison per panel
     panels = [
@@ -108,6 +113,8 @@ def compare_jobs(
         )
         for name in prot_a.dataset
     ]
+    if folder_note:
+        panels = [p.model_copy(update={"warnings": [*p.warnings, folder_note]}) for p in panels]
     return Comparison(
         runs=[
             RunRef(name=names[0], job=str(job_a.path), protocol_sha256=_sha(prot_a)),
@@ -117,6 +124,45 @@ def compare_jobs(
         subject={f: [_get(prot_a, f), _get(prot_b, f)] for f in exempt},
         panels=panels,
     )
+
+
+def _align_folder_panels(job_a: Job, job_b: Job) -> tuple[Job, Job, str | None]:
+    """Give two single-panel jobs one panel name when a name only came from a job folder."""
+    panels_a = {x.panel for x in job_a.attempts}
+    panels_b = {x.panel for x in job_b.attempts}
+    if panels_a == panels_b or len(panels_a) != 1 or len(panels_b) != 1:
+        return job_a, job_b, None
+    if not (job_a.panel_from_folder or job_b.panel_from_folder):
+        return job_a, job_b, None  # two recorded datasets that differ: never paired
+    (name_a,), (name_b,) = panels_a, panels_b
+    name = name_b if job_a.panel_from_folder and not job_b.panel_from_folder else name_a
+
+    def renamed(job: Job) -> Job:
+        return replace(job, attempts=tuple(replace(x, panel=name) for x in job.attempts))
+
+    note = (
+        f"panel names came from job folders (A: {name_a}, B: {name_b}): paired as "
+        f"{name!r} because the task sets match"
+    )
+    return renamed(job_a), renamed(job_b), note
+
+
+def _refusal_fix(differences: list[str]) -> str:
+    """The fix for a refusal: what to re-run, or the option that names the difference."""
+    fixes = ["compare runs made with one protocol on one frozen task set; re-run the odd one out"]
+    if any(line.startswith("panels:") for line in differences):
+        fixes.append(
+            "if both runs hold the same tasks under different panel names, name the panel "
+            "with --panel NAME (forge-eval compare --panel NAME --run A=... --run B=...)"
+        )
+    fields = [line.split(":", 1)[0] for line in differences]
+    protocol = [f for f in fields if f in Protocol.model_fields]
+    if protocol:
+        fixes.append(
+            "if a protocol difference is the point, allow it with "
+            + " ".join(f"--allow-diff {f}" for f in protocol)
+        )
+    return "; ".join(fixes)
 
 
 def compare_panel(

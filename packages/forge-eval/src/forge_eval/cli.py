@@ -22,7 +22,7 @@ from forge_eval._reader import read_job
 from forge_eval._score import score_job
 from forge_eval._select import DEFAULT_PATIENCE, select_checkpoint
 from forge_eval._tables import render_comparison, render_report, render_selection
-from forge_gates import atomic_write_text
+from forge_gates import atomic_write_text, use_help_formatter
 
 EPILOG = """examples:
   forge-eval score jobs/2026-11-29__10-00-00
@@ -67,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(compare)
 
     select = sub.add_parser("select", help="pick a checkpoint from validation-metrics.jsonl")
-    select.add_argument("metrics", type=Path, metavar="METRICS_JSONL")
+    select.add_argument(
+        "metrics", type=Path, metavar="METRICS_JSONL", help="a run's validation-metrics.jsonl"
+    )
     select.add_argument(
         "--patience",
         type=int,
@@ -108,8 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="a candidate's global_step_N folder ('base' needs none)",
     )
     p0.add_argument("--run-dir", type=Path, help="new run folder (default runs/p0/NAME-TS)")
-    p0.add_argument("--cache-dir", type=Path, default=Path(".cache/forge"))
-    return parser
+    p0.add_argument(
+        "--cache-dir", type=Path, default=Path(".cache/forge"), help="where built models are kept"
+    )
+    return use_help_formatter(parser)
 
 
 def _p0(args: argparse.Namespace) -> int:
@@ -206,9 +210,14 @@ def _run(args: argparse.Namespace) -> int:
             return 2
         unknown = sorted(set(args.allow_diff) - set(Protocol.model_fields))
         if unknown:
+            panel_hint = (
+                "; panels are named with --panel NAME, not allowed to differ"
+                if {"panel", "panels", "dataset"} & set(unknown)
+                else ""
+            )
             print(
-                f"forge-eval compare: --allow-diff {unknown} is not a protocol field; "
-                f"fields: {sorted(Protocol.model_fields)}",
+                f"forge-eval compare: expected --allow-diff FIELD among the protocol fields "
+                f"{sorted(Protocol.model_fields)}; found {unknown}{panel_hint}",
                 file=sys.stderr,
             )
             return 2
