@@ -21,7 +21,7 @@ from pathlib import Path
 
 from forge_data import _commands as commands
 from forge_data._errors import DataError
-from forge_gates import GateError
+from forge_gates import GateError, use_help_formatter
 
 _PRINTED_BY_GATE = {
     "BULK_ORACLE_FREEZE_READY",
@@ -51,9 +51,9 @@ def _add_spec(p: argparse.ArgumentParser, *, required: bool = True) -> None:
             default=0,
             help=f"target number of {split} tasks",
         )
-    g.add_argument("--per-repo-cap", type=int, default=20, help="most tasks per repository (20)")
-    g.add_argument("--min-repositories", type=int, default=0, help="fewest repositories (0)")
-    g.add_argument("--seed", type=int, default=0, help="seed of every tie-break (0)")
+    g.add_argument("--per-repo-cap", type=int, default=20, help="most tasks per repository")
+    g.add_argument("--min-repositories", type=int, default=0, help="fewest repositories")
+    g.add_argument("--seed", type=int, default=0, help="seed of every tie-break")
     g.add_argument("--name", default="split", help="name recorded in the manifest")
 
 
@@ -86,10 +86,27 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("candidates", help="read tasks, report bad records, apply the filter")
     _add_tasks(p)
     p.add_argument("--out", help="write kept candidates (Task records JSONL) here")
-    p.add_argument("--min-instruction-chars", type=int, default=20)
-    p.add_argument("--allow-no-fail-to-pass", action="store_true")
-    p.add_argument("--require-image", action="store_true")
-    p.add_argument("--exclude-repo", action="append", default=[], metavar="REPO")
+    p.add_argument(
+        "--min-instruction-chars",
+        type=int,
+        default=20,
+        help="a shorter instruction rejects the candidate",
+    )
+    p.add_argument(
+        "--allow-no-fail-to-pass",
+        action="store_true",
+        help="keep candidates that list no FAIL_TO_PASS test",
+    )
+    p.add_argument(
+        "--require-image", action="store_true", help="reject candidates without a Docker image"
+    )
+    p.add_argument(
+        "--exclude-repo",
+        action="append",
+        default=[],
+        metavar="REPO",
+        help="reject this repository's candidates (repeat)",
+    )
     p.add_argument("--strict", action="store_true", help="exit 1 when any record is bad")
     p.set_defaults(func=commands.cmd_candidates)
 
@@ -97,7 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nop", required=True, help="Harbor job folder of the NOP run")
     p.add_argument("--oracle", required=True, help="Harbor job folder of the oracle run")
     p.add_argument("--verdicts", required=True, help="verdict file to append to")
-    p.add_argument("--verifier-timeout", type=float, default=180.0, help="seconds (180)")
+    p.add_argument(
+        "--verifier-timeout", type=float, default=180.0, help="verifier timeout in seconds"
+    )
     p.add_argument("--supersede", action="store_true", help="replace final verdicts explicitly")
     p.set_defaults(func=commands.cmd_ingest)
 
@@ -135,17 +154,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="epoch plan, validation subset and schedules")
     p.add_argument("--split", required=True, help="frozen split folder")
-    p.add_argument("--batch-size", type=int, required=True)
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--world-size", type=int, default=1, help="trainer world size (1)")
+    p.add_argument("--batch-size", type=int, required=True, help="tasks per PPO step")
+    p.add_argument("--epochs", type=int, default=1, help="passes over the train split")
+    p.add_argument("--seed", type=int, default=0, help="shuffle seed of the batch order")
+    p.add_argument("--world-size", type=int, default=1, help="trainer world size")
     p.add_argument("--validation-tasks", type=int, help="k of the validation split (all)")
     p.add_argument("--test-freq", type=int, help="validate every N steps (final only)")
     p.add_argument("--save-freq", type=int, help="save every N steps (final only)")
     p.add_argument("--run-dir", help="append gate records to RUN_DIR/gates.jsonl")
     p.add_argument("--out", help="write the plan JSON here")
     p.set_defaults(func=commands.cmd_plan)
-    return parser
+    return use_help_formatter(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -91,7 +91,7 @@ def _format_violation(path: Path) -> Violation:
     fix = f"write the spec as TOML, like the shipped configs in {Path(__file__).parent / 'configs'}"
     if path.suffix in (".yaml", ".yml"):
         fix += (
-            "; or convert the YAML to JSON where PyYAML is installed: python -c \"import json, "
+            '; or convert the YAML to JSON where PyYAML is installed: python -c "import json, '
             "sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), open(sys.argv[2], 'w'))\" "
             f"{path} {path.with_suffix('.json')}"
         )

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from forge_gates._checks import Violation
 from forge_gates._config import load_spec, shipped_configs, spec_sha256, validate_config
+from forge_gates._help import use_help_formatter
 from forge_gates._ledger import format_marker, read_ledger
 from forge_gates._phases import phase_contract, verify_run
 from forge_gates._preflight import hint_spec
@@ -98,14 +99,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_show)
     p = sub.add_parser("verify", help="check a run folder's gate ledger against its phase")
     p.add_argument("run_dir", help="run folder holding gates.jsonl")
-    p.add_argument("--phase", required=True, choices=["smoke", "soak", "formal", "p0"])
+    p.add_argument(
+        "--phase",
+        required=True,
+        choices=["smoke", "soak", "formal", "p0"],
+        help="the phase contract the ledger is held to",
+    )
     p.set_defaults(func=_verify)
     p = sub.add_parser("ledger", help="print a run's recorded gates")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", help="run folder holding gates.jsonl")
     p.set_defaults(func=_ledger)
     p = sub.add_parser("list", help="list the shipped configs")
     p.set_defaults(func=_list)
-    return parser
+    return use_help_formatter(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
