@@ -32,6 +32,7 @@ import nox
 ROOT = pathlib.Path(__file__).parent
 sys.path.insert(0, str(ROOT / "tools"))
 import install_plan  # noqa: E402  (tools/ is a folder of scripts, not a package)
+import optional_sessions  # noqa: E402
 
 PACKAGES = sorted(p for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").exists())
 TEST_DIRS = [str(p / "tests") for p in PACKAGES if (p / "tests").is_dir()]
@@ -39,6 +40,21 @@ TEST_DIRS.append(str(ROOT / "tools" / "tests"))
 
 nox.options.default_venv_backend = "uv"
 nox.options.sessions = ["tests"]
+nox.options.error_on_missing_interpreters = True  # a session that cannot run fails, never skips
+
+
+def _pytest_every_test_runs(session: nox.Session, *args: str, env: dict | None = None) -> None:
+    """pytest for an optional session: it exists to run these tests, so a skipped one fails it
+    (e.g. `importorskip` of the very engine the session installed)."""
+    report = pathlib.Path(session.create_tmp()) / "junit.xml"
+    session.run("pytest", f"--junitxml={report}", "-rs", *args, env=env)
+    skipped = optional_sessions.skipped_tests(report)
+    if skipped:
+        session.error(
+            f"expected every test of this session to run; found {len(skipped)} skipped: "
+            + "; ".join(skipped[:5])
+            + ". Fix: install what the skip reasons name (this session exists to run them)"
+        )
 
 
 def _find_links_args() -> list[str]:
@@ -363,8 +379,8 @@ def vllm_cpu(session: nox.Session) -> None:
     try:
         if "url" not in ready:
             session.error(f"vLLM did not become ready; see {tmp / 'vllm.log'}")
-        session.run(
-            "pytest",
+        _pytest_every_test_runs(
+            session,
             str(ROOT / "packages/forge-rollout/tests/test_contract.py"),
             *session.posargs,
             env={"FORGE_VLLM_URL": ready["url"]},
@@ -390,14 +406,22 @@ print(f"HARBOR_PLUGIN_{job.name.upper()}_PASSED trials={len(trials)} reward={wan
 """
 
 
-@nox.session(python="3.12")
+HARBOR_PYTHON = optional_sessions.find_interpreter("3.12")
+"""python3.12 that runs (PATH, else pyenv's newest 3.12.*); None: harbor fails with the fix."""
+
+
+@nox.session(python=HARBOR_PYTHON or False)
 def harbor(session: nox.Session) -> None:
     """Harbor 0.25.0's own runner over the sandbox plugin (Python 3.12); not part of `tests`.
 
     Oracle 1 and NOP 0 on every demo task in real bubblewrap sandboxes.
 
-    Where pyenv provides the interpreters: `PYENV_VERSION=3.11.7:3.12.1 nox -s harbor`.
+    The interpreter: `python3.12` on PATH when it runs, else pyenv's newest
+    `~/.pyenv/versions/3.12.*/bin/python3.12`; without one the session fails with the fix
+    (never "skipped").
     """
+    if HARBOR_PYTHON is None:
+        session.error(optional_sessions.missing_interpreter("3.12", "harbor"))
     # 1. harbor and forge-sandbox's pinned dependencies, and the `test` group (pytest,
     #    hypothesis), from the lock (no torch needed)
     plain = ("--frozen", "--no-hashes", "--no-emit-workspace", "--no-header", "--no-annotate")
@@ -440,8 +464,8 @@ def harbor(session: nox.Session) -> None:
         )
         session.run("python", "-c", HARBOR_CHECK, str(jobs / agent), want)
     # 3. the plugin's own tests under Python 3.12 with harbor installed
-    session.run(
-        "pytest",
+    _pytest_every_test_runs(
+        session,
         "-p",
         "no:cacheprovider",
         "--rootdir",
