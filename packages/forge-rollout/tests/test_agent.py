@@ -216,3 +216,23 @@ def test_wall_time_limit_ends_as_time_exceeded():
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
     assert result["exit_status"] == "TimeExceeded" and model.n_calls == 1
+
+
+@pytest.mark.usefixtures("isolation")
+def test_an_oom_killed_agent_command_is_an_infrastructure_error() -> None:
+    """A command killed at the sandbox's memory limit ends the episode as infrastructure
+    (SandboxOOMError), never as an observation the agent (and the score) lives with."""
+    from forge_rollout import AgentConfig
+    from forge_sandbox import LocalSandbox, SandboxOOMError, SandboxSpec
+
+    async def main() -> None:
+        async with LocalSandbox(SandboxSpec(memory_mb=64)) as sandbox:
+            env = SandboxEnvironment(sandbox, asyncio.get_running_loop(), AgentConfig())
+            ok = await asyncio.to_thread(env.execute, {"command": "echo fine"})
+            assert ok["returncode"] == 0
+            with pytest.raises(SandboxOOMError, match="OOM-killed at the sandbox's 64 MiB"):
+                await asyncio.to_thread(
+                    env.execute, {"command": "python3 -c \"x = b'a' * (512 << 20)\""}
+                )
+
+    asyncio.run(main())

@@ -191,3 +191,24 @@ def test_escaping_link_in_logs_is_download_verifier_dir_error(make_task: TaskFac
     script = "echo 1 > /logs/verifier/reward.txt\nln -s /etc/shadow /logs/verifier/loot\n"
     with pytest.raises(DownloadVerifierDirError, match="escapes"):
         verify(make_task("evil-logs", script))
+
+
+@pytest.mark.usefixtures("isolation")
+def test_an_oom_killed_verifier_yields_no_reward(make_task, tmp_path: Path) -> None:
+    """test.sh writes 0 first (as many do), then its python is OOM-killed: the 0 must not be
+    taken as the reward; the trial is an infrastructure error."""
+    from forge_sandbox import VerifierOOMError
+
+    script = "echo 0 > /logs/verifier/reward.txt\npython3 -c \"x = b'a' * (512 << 20)\"\n"
+    task_dir = make_task(
+        "oom-verifier", script, toml='version = "1.0"\n[environment]\nmemory_mb = 64\n'
+    )
+    task = load_task(task_dir)
+    assert task.memory_mb == 64
+
+    async def go() -> VerifierResult:
+        async with LocalSandbox(task.sandbox_spec()) as sandbox:
+            return await run_verifier(sandbox, task, logs_dir=tmp_path / "verifier")
+
+    with pytest.raises(VerifierOOMError, match="OOM-killed at the sandbox's 64 MiB"):
+        asyncio.run(go())

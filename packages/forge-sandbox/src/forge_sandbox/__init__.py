@@ -39,6 +39,7 @@ from forge_sandbox._errors import (
     RewardFileEmptyError,
     RewardFileNotFoundError,
     SandboxError,
+    SandboxOOMError,
     SandboxPathError,
     SandboxStartError,
     SandboxStateError,
@@ -47,6 +48,7 @@ from forge_sandbox._errors import (
     TaskLayoutError,
     VerifierError,
     VerifierOutputParseError,
+    VerifierOOMError,
     VerifierTimeoutError,
 )
 from forge_sandbox._job import (
@@ -87,6 +89,7 @@ __all__ = [
     "RewardFileNotFoundError",
     "Sandbox",
     "SandboxError",
+    "SandboxOOMError",
     "SandboxPathError",
     "SandboxSpec",
     "SandboxStartError",
@@ -98,6 +101,7 @@ __all__ = [
     "VerifierError",
     "VerifierOutputParseError",
     "VerifierResult",
+    "VerifierOOMError",
     "VerifierTimeoutError",
     "detect_cgroups",
     "discover_tasks",

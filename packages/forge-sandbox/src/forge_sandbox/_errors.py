@@ -72,6 +72,16 @@ class VerifierOutputParseError(VerifierError):
     """The reward file is not a finite number (txt) or an object of finite numbers (json)."""
 
 
+class VerifierOOMError(VerifierError):
+    """tests/test.sh had a process OOM-killed: it did not run to completion, so whatever reward
+    file it wrote first cannot be trusted (never a reward)."""
+
+
+class SandboxOOMError(SandboxError):
+    """An agent's command was OOM-killed at the sandbox's memory limit: an infrastructure
+    error of the trial (the seed counted OOMKilled pods as infrastructure), never a score."""
+
+
 class AddTestsDirError(VerifierError):
     """Uploading the task's tests/ into /tests failed."""
 

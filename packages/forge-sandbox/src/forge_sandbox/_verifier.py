@@ -23,6 +23,7 @@ from forge_sandbox._errors import (
     RewardFileNotFoundError,
     SandboxError,
     TaskLayoutError,
+    VerifierOOMError,
     VerifierOutputParseError,
     VerifierTimeoutError,
 )
@@ -140,6 +141,13 @@ async def run_verifier(
                 "running (killed with its process tree); fix: raise the verifier timeout "
                 "(--verifier-timeout, or [verifier] timeout_sec in task.toml)"
             )
+        if run.oom_killed:
+            raise VerifierOOMError(
+                f"verifier: expected tests/test.sh to run to completion; found a process of it "
+                f"OOM-killed at the sandbox's {sandbox.spec.memory_mb} MiB memory limit (exit "
+                f"{run.exit_code}): any reward it wrote first is not trusted; fix: raise the "
+                "task's memory_mb, or see what filled memory (/tmp is charged to it)"
+            )
         # 4. /logs/verifier -> out, then 5. the reward
         try:
             await sandbox.download("/logs/verifier", out)
@@ -147,9 +155,7 @@ async def run_verifier(
             raise DownloadVerifierDirError(f"copying /logs/verifier out failed: {exc}") from exc
         try:
             rewards = parse_rewards(out)
-        except RewardFileNotFoundError as exc:
-            if run.oom_killed:
-                raise RewardFileNotFoundError(f"{exc} (test.sh was OOM-killed)") from None
+        except RewardFileNotFoundError:
             raise
     return VerifierResult(
         rewards=rewards,
