@@ -97,14 +97,14 @@ def check_warm_start_config(
         return summary, problems
     # the same base model by content, wherever it lies (a path is not an identity)
     try:
-        ours = model_fingerprint(base_model)
+        fingerprint = model_fingerprint(base_model)
     except (NotADirectoryError, FileNotFoundError):
-        ours = "(no such folder)"
-    if summary.base_model_sha256 != ours:
+        fingerprint = "(no such folder)"
+    if summary.base_model_sha256 != fingerprint:
         problems.append(
             _v(
                 "warm_start.base_model",
-                f"base model with fingerprint {ours[:12]} ({base_model})",
+                f"base model with fingerprint {fingerprint[:12]} ({base_model})",
                 f"{summary.base_model_sha256[:12]} ({summary.base_model})",
                 "warm start only from a checkpoint of the same base model (same files)",
             )

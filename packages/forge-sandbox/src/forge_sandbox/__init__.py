@@ -47,8 +47,8 @@ from forge_sandbox._errors import (
     SandboxUnavailableError,
     TaskLayoutError,
     VerifierError,
-    VerifierOutputParseError,
     VerifierOOMError,
+    VerifierOutputParseError,
     VerifierTimeoutError,
 )
 from forge_sandbox._job import (
