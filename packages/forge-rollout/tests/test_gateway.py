@@ -34,6 +34,8 @@ def completions(state) -> int:
         (BUDGET - 20, 21, False),  # one over
         (BUDGET, None, True),  # no max_tokens: the prompt alone fits exactly
         (BUDGET + 1, None, False),  # ... and one over
+        (BUDGET - 1, 1, True),  # max_tokens = 1, the smallest valid value, at the boundary
+        (BUDGET, 1, False),  # ... and one over
     ],
 )
 def test_context_guard(stub_gateway, post, prompt, max_tokens, passes) -> None:
