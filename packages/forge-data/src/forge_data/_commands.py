@@ -30,7 +30,7 @@ from forge_data._verdict_file import (
     read_verdicts,
 )
 from forge_data._verify import verify_frozen
-from forge_gates import atomic_write_json, gate
+from forge_gates import Gate, atomic_write_json, gate
 
 
 def _read(args: argparse.Namespace) -> ReadReport:
@@ -189,14 +189,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
         args.folder, tasks_root=args.tasks_root, expect_sha256=args.expect_sha256
     )
     fields = {"folder": str(args.folder), "problems": len(problems)}
-    gate(args.run_dir, "DATA_SPLIT_VERIFIED", problems, fields)
+    gate(args.run_dir, Gate.DATA_SPLIT_VERIFIED, problems, fields)
     return 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     # 1. the frozen split, verified first
     problems = verify_frozen(args.split)
-    gate(args.run_dir, "DATA_SPLIT_VERIFIED", problems, {"folder": str(args.split)})
+    gate(args.run_dir, Gate.DATA_SPLIT_VERIFIED, problems, {"folder": str(args.split)})
     manifest = load_manifest(args.split)
     train, validation = manifest.splits["train"], manifest.splits["validation"]
     # 2. epochs, 3. validation subset, 4. schedules

@@ -19,10 +19,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from forge_gates import Check, Violation, gate
+from forge_gates import Check, Gate, Violation, gate
 
-FULL_DATASET_GATE = "TRAIN_FULL_DATASET_GATE_PASSED"
-EPOCH_COVERAGE_GATE = "TRAIN_EPOCH_COVERAGE"
+FULL_DATASET_GATE = Gate.TRAIN_FULL_DATASET_GATE_PASSED
+EPOCH_COVERAGE_GATE = Gate.TRAIN_EPOCH_COVERAGE
 RunDir = str | os.PathLike[str] | None
 
 
@@ -216,7 +216,7 @@ def trained_coverage(
     planned = sorted({e.task_id for e in exposures})
     trained = sorted({e.task_id for e in exposures if e.rows > 0})
     per_repo = Counter(repositories.get(task, "?") for task in trained)
-    check = Check("TRAIN_EPOCH_COVERAGE")
+    check = Check(Gate.TRAIN_EPOCH_COVERAGE)
     for task in planned:
         slots = [e for e in exposures if e.task_id == task]
         check.require(

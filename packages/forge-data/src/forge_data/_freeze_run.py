@@ -12,9 +12,9 @@ from forge_data._manifest import Manifest, OracleProvenance, build_manifest, wri
 from forge_data._models import Task
 from forge_data._verdict_file import verdicts_digest
 from forge_data._verdicts import Verdict
-from forge_gates import gate
+from forge_gates import Gate, gate
 
-FREEZE_READY = "BULK_ORACLE_FREEZE_READY"
+FREEZE_READY = Gate.BULK_ORACLE_FREEZE_READY
 _SHORTAGE_RULES = ("freeze.shortage.", "freeze.min_repositories")
 
 

@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forge_data._errors import raise_all
 from forge_data._models import SHA256_PATTERN
-from forge_gates import Check, gate, schedule_steps, sha256_canonical
+from forge_gates import Check, Gate, gate, schedule_steps, sha256_canonical
 
-VALIDATION_SUBSET_GATE = "TRAIN_VALIDATION_SUBSET_GATE_PASSED"
+VALIDATION_SUBSET_GATE = Gate.TRAIN_VALIDATION_SUBSET_GATE_PASSED
 CONTRACT_SCHEMA_VERSION = 1
 # DESIGN §4: validation is greedy, one sample (a plan written without a run states the rule)
 GREEDY_DECODING: dict[str, Any] = {"temperature": 0.0, "top_p": 1.0, "n": 1}

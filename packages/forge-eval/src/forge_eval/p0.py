@@ -37,6 +37,7 @@ from forge_eval._score import Report, score_job
 from forge_eval._tables import render_comparison
 from forge_gates import (
     Check,
+    Gate,
     GateError,
     RunSpec,
     Violation,
@@ -84,7 +85,7 @@ def resolve_candidates(spec: RunSpec, checkpoints: dict[str, Path]) -> dict[str,
     """Candidate name -> its `lora_adapter/` folder (None for the `base = true` candidate);
     gate `P0_CANDIDATES_PASSED` lists every candidate without a usable checkpoint."""
     assert spec.eval is not None
-    check = Check("P0_CANDIDATES_PASSED")
+    check = Check(Gate.P0_CANDIDATES_PASSED)
     adapters: dict[str, Path | None] = {}
     for candidate in spec.eval.candidates:
         name, folder = candidate.name, checkpoints.get(candidate.name)
@@ -203,7 +204,7 @@ def panel_complete(run_dir: Path, name: str, panel: str, job_dir: Path, expected
         job_dir / "report.json", report.model_dump_json(by_alias=True, indent=2) + "\n"
     )
     (score,) = report.panels
-    check = Check("P0_PANEL_COMPLETE")
+    check = Check(Gate.P0_PANEL_COMPLETE)
     check.require(
         score.n_attempts == expected,
         rule=f"p0.panel_complete.{panel}.attempts",
@@ -250,20 +251,20 @@ def run_p0(
     # 1. machine, candidates, split, panels and the protocol, before any folder exists
     gate(
         None,
-        "P0_PREFLIGHT_PASSED",
+        Gate.P0_PREFLIGHT_PASSED,
         preflight(spec, runs_root, executables=["bwrap"], implemented=BACKENDS),
         {"phase": "p0"},
     )
     adapters = resolve_candidates(spec, checkpoints)
     split = verify_task_set(spec.data.tasks)  # tamper check: a changed task file stops here
-    gate(None, "DATA_SPLIT_VERIFIED", split.violations, split.fields())
+    gate(None, Gate.DATA_SPLIT_VERIFIED, split.violations, split.fields())
     panels, problems = resolve_panels(spec)
     config = agent_config_from_spec(spec, "eval")
     used = protocol_values(spec, config, panels)
     if ev.protocol == "production":
         problems += check_p0_production(used)
     if problems:  # fails here, before any folder; passes below, in the ledger, with the values
-        gate(None, "P0_PROTOCOL_GATE_PASSED", problems)
+        gate(None, Gate.P0_PROTOCOL_GATE_PASSED, problems)
     model_dir = resolve_model(spec, cache_dir)
     attempts, concurrency = used["attempts"], used["concurrency"]
     protocol = {
@@ -291,10 +292,10 @@ def run_p0(
     write_config_summary(run_dir, spec)
     record_gate(
         run_dir,
-        "RUN_SPEC_GATE_PASSED",
+        Gate.RUN_SPEC_GATE_PASSED,
         {"phase": "p0", "name": spec.name, "sha256": spec_sha256(spec)},
     )
-    record_gate(run_dir, "DATA_SPLIT_VERIFIED", split.fields())
+    record_gate(run_dir, Gate.DATA_SPLIT_VERIFIED, split.fields())
     jobs = {n: {p: str(run_dir / "jobs" / n / p) for p in panels} for n in adapters}
     atomic_write_text(
         run_dir / "jobs.json",
@@ -307,7 +308,7 @@ def run_p0(
     )
     record_gate(
         run_dir,
-        "P0_PROTOCOL_GATE_PASSED",
+        Gate.P0_PROTOCOL_GATE_PASSED,
         {
             "sha256": sha,
             "protocol": ev.protocol,
@@ -325,7 +326,7 @@ def run_p0(
         health = check_endpoint(live.gateway_url)
         record_gate(
             run_dir,
-            "P0_ENDPOINT_GATE_PASSED",
+            Gate.P0_ENDPOINT_GATE_PASSED,
             {"endpoint": live.gateway_url, "upstream_ok": bool(health)},
         )
         for name, adapter in adapters.items():
@@ -377,7 +378,7 @@ def run_p0(
         }
     record_gate(
         run_dir,
-        "P0_COMPARISON_PASSED",
+        Gate.P0_COMPARISON_PASSED,
         {"panels": list(panels), "a": a, "b": b, "summary": json.dumps(summary, sort_keys=True)},
     )
     problems = verify_run(run_dir, "p0")

@@ -46,6 +46,7 @@ from forge_gates._config import (
     spec_sha256,
     validate_config,
 )
+from forge_gates._gates import PENDING, Gate, check_gate_name
 from forge_gates._help import HelpFormatter, use_help_formatter
 from forge_gates._jsonl import (
     JsonLine,
@@ -112,6 +113,7 @@ from forge_gates._versions import installed_version, parse_specifier, version_sa
 __all__ = [
     "CONFIG_SUMMARY",
     "LEDGER_NAME",
+    "PENDING",
     "P0_PRODUCTION",
     "AgentSpec",
     "BackendSpec",
@@ -121,6 +123,7 @@ __all__ = [
     "ContextSpec",
     "DataSpec",
     "EvalSpec",
+    "Gate",
     "GateError",
     "GateRecord",
     "HelpFormatter",
@@ -143,6 +146,7 @@ __all__ = [
     "canonical_json",
     "check_backends",
     "check_executables",
+    "check_gate_name",
     "check_free_disk",
     "check_gpus",
     "check_host_memory",

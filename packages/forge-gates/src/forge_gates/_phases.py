@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from forge_gates._atomic import atomic_write_json
 from forge_gates._checks import GateError, Violation
 from forge_gates._config import spec_sha256
+from forge_gates._gates import Gate
 from forge_gates._ledger import GateRecord, read_ledger
 from forge_gates._schedule import schedule_steps
 from forge_gates._spec import Phase, RunSpec
@@ -40,51 +41,51 @@ def _warm_start(spec: RunSpec | None) -> list[Requirement]:
     if spec is None or spec.checkpoint.warm_start is None:
         return []
     return [
-        Requirement("PPO_WARM_START_CONFIG_PASSED"),
-        Requirement("PPO_ACTOR_LORA_LOAD_PASSED"),
-        Requirement("PPO_WARM_START_LOAD_PASSED"),
+        Requirement(Gate.PPO_WARM_START_CONFIG_PASSED),
+        Requirement(Gate.PPO_ACTOR_LORA_LOAD_PASSED),
+        Requirement(Gate.PPO_WARM_START_LOAD_PASSED),
     ]
 
 
 def _separated(spec: RunSpec | None) -> list[Requirement]:
     if spec is None or spec.resources.rollout_gpus == 0:
         return []
-    return [Requirement("PPO_SEPARATED_ROLLOUT_GATE_PASSED")]
+    return [Requirement(Gate.PPO_SEPARATED_ROLLOUT_GATE_PASSED)]
 
 
 def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requirement]:
     """The ordered requirements for `phase` (refined by `spec` when given)."""
     # every phase reads a frozen task set: verified (tamper check) before any rollout
-    start = [Requirement("RUN_SPEC_GATE_PASSED"), Requirement("DATA_SPLIT_VERIFIED")]
+    start = [Requirement(Gate.RUN_SPEC_GATE_PASSED), Requirement(Gate.DATA_SPLIT_VERIFIED)]
     if phase in ("smoke", "soak"):
         updates = (1, 1) if phase == "smoke" else (2, 3)
         if spec is not None and spec.schedule.total_updates is not None:
             updates = (spec.schedule.total_updates, spec.schedule.total_updates)
         return [
             *start,
-            Requirement("PPO_CONTEXT_GUARD_PASSED"),
+            Requirement(Gate.PPO_CONTEXT_GUARD_PASSED),
             *_separated(spec),
             *_warm_start(spec),
             # read back from the built trainer, so after the models (and any warm start)
-            Requirement("PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED"),
-            Requirement("PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED"),
-            Requirement("PPO_SMOKE_UPDATE_PASSED", *updates),
-            Requirement("PPO_COMPACT_CHECKPOINT_PASSED"),
-            Requirement("PPO_SMOKE_PASSED" if phase == "smoke" else "PPO_SOAK_PASSED"),
+            Requirement(Gate.PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED),
+            Requirement(Gate.PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED),
+            Requirement(Gate.PPO_SMOKE_UPDATE_PASSED, *updates),
+            Requirement(Gate.PPO_COMPACT_CHECKPOINT_PASSED),
+            Requirement(Gate.PPO_SMOKE_PASSED if phase == "smoke" else Gate.PPO_SOAK_PASSED),
         ]
     if phase == "formal":
         epochs = (1, None) if spec is None else (spec.schedule.total_epochs,) * 2
         return [
             *start,
-            Requirement("PPO_FORMAL_PHASE_GATE_PASSED"),
-            Requirement("TRAIN_VALIDATION_SUBSET_GATE_PASSED"),
-            Requirement("TRAIN_FULL_DATASET_GATE_PASSED"),
-            Requirement("PPO_CONTEXT_GUARD_PASSED"),
+            Requirement(Gate.PPO_FORMAL_PHASE_GATE_PASSED),
+            Requirement(Gate.TRAIN_VALIDATION_SUBSET_GATE_PASSED),
+            Requirement(Gate.TRAIN_FULL_DATASET_GATE_PASSED),
+            Requirement(Gate.PPO_CONTEXT_GUARD_PASSED),
             *_separated(spec),
             *_warm_start(spec),
-            Requirement("PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED"),
-            Requirement("TRAIN_EPOCH_COVERAGE", *epochs),
-            Requirement("PPO_FINAL_CHECKPOINT_PASSED"),
+            Requirement(Gate.PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED),
+            Requirement(Gate.TRAIN_EPOCH_COVERAGE, *epochs),
+            Requirement(Gate.PPO_FINAL_CHECKPOINT_PASSED),
         ]  # plus one validation / checkpoint gate per scheduled step (`_schedule_rules`)
     if phase == "p0":
         panels: tuple[int, int | None] = (1, None)
@@ -93,11 +94,11 @@ def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requiremen
             panels = (n, n)
         return [
             *start,
-            Requirement("P0_PROTOCOL_GATE_PASSED"),
-            Requirement("P0_NEAR_WINDOW_PROBE_PASSED"),
-            Requirement("P0_ENDPOINT_GATE_PASSED"),
-            Requirement("P0_PANEL_COMPLETE", *panels),
-            Requirement("P0_COMPARISON_PASSED"),
+            Requirement(Gate.P0_PROTOCOL_GATE_PASSED),
+            Requirement(Gate.P0_NEAR_WINDOW_PROBE_PASSED),
+            Requirement(Gate.P0_ENDPOINT_GATE_PASSED),
+            Requirement(Gate.P0_PANEL_COMPLETE, *panels),
+            Requirement(Gate.P0_COMPARISON_PASSED),
         ]
     raise ValueError(f"phase must be one of smoke, soak, formal, p0; found {phase!r}")
 
@@ -158,14 +159,14 @@ def verify_ledger(
     return violations
 
 
-VALIDATION_GATE = "PPO_VALIDATION_PASSED"
-CHECKPOINT_GATE = "PPO_COMPACT_CHECKPOINT_PASSED"
+VALIDATION_GATE = Gate.PPO_VALIDATION_PASSED
+CHECKPOINT_GATE = Gate.PPO_COMPACT_CHECKPOINT_PASSED
 
 
 def _schedule_rules(records: list[GateRecord], spec: RunSpec) -> list[Violation]:
     """A formal ledger holds one validation gate per validation step and one checkpoint gate
     per save step of the schedule (computed from the recorded batches and the spec)."""
-    dataset = [r for r in records if r.gate == "TRAIN_FULL_DATASET_GATE_PASSED"]
+    dataset = [r for r in records if r.gate == Gate.TRAIN_FULL_DATASET_GATE_PASSED]
     if not dataset or not isinstance(dataset[-1].fields.get("batches_per_epoch"), int):
         return []  # the missing dataset gate is already a violation
     s = spec.schedule

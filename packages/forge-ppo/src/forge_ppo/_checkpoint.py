@@ -25,6 +25,7 @@ from safetensors.torch import save_file
 
 from forge_gates import (
     CheckpointSpec,
+    Gate,
     GateError,
     LoRASpec,
     Violation,
@@ -60,7 +61,7 @@ from forge_ppo._summary import (
 from forge_ppo._update import UpdateRecord
 from forge_ppo._value_model import DTYPES, DtypeName, ValueModel
 
-GATE = "PPO_COMPACT_CHECKPOINT_PASSED"
+GATE = Gate.PPO_COMPACT_CHECKPOINT_PASSED
 
 
 def _violation(rule: str, expected: object, found: object, fix: str) -> Violation:

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import forge_data
-from forge_gates import Check, RunSpec, atomic_write_json, gate
+from forge_gates import Check, Gate, RunSpec, atomic_write_json, gate
 from forge_rollout import agent_config_from_spec, resolve_split
 from forge_sandbox import HarborTask
 
-FORMAL_PHASE_GATE = "PPO_FORMAL_PHASE_GATE_PASSED"
+FORMAL_PHASE_GATE = Gate.PPO_FORMAL_PHASE_GATE_PASSED
 
 
 @dataclass(frozen=True)

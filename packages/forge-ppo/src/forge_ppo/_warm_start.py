@@ -23,7 +23,7 @@ from peft import PeftModel
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from forge_gates import LoRASpec, Violation, gate
+from forge_gates import Gate, LoRASpec, Violation, gate
 from forge_ppo._adapter import (
     ADAPTER_CONFIG,
     ADAPTER_DIR,
@@ -45,9 +45,9 @@ from forge_ppo._summary import (
 from forge_ppo._value_model import DTYPES, ValueModel
 from forge_ppo._verify import check_checkpoint_files
 
-CONFIG_GATE = "PPO_WARM_START_CONFIG_PASSED"
-ACTOR_GATE = "PPO_ACTOR_LORA_LOAD_PASSED"
-LOAD_GATE = "PPO_WARM_START_LOAD_PASSED"
+CONFIG_GATE = Gate.PPO_WARM_START_CONFIG_PASSED
+ACTOR_GATE = Gate.PPO_ACTOR_LORA_LOAD_PASSED
+LOAD_GATE = Gate.PPO_WARM_START_LOAD_PASSED
 ARCH_KEYS = (
     "model_type",
     "hidden_size",

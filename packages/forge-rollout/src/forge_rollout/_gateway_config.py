@@ -16,9 +16,9 @@ from typing import Any
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 
-from forge_gates import Check, gate
+from forge_gates import Check, Gate, gate
 
-GUARD_MARKER = "PPO_CONTEXT_GUARD_PASSED"
+GUARD_MARKER = Gate.PPO_CONTEXT_GUARD_PASSED
 
 
 class GatewayConfig(BaseModel):

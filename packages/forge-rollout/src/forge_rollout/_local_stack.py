@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from forge_gates import RunSpec, Violation, gate
+from forge_gates import Gate, RunSpec, Violation, gate
 from forge_rollout._aio import run_app_in_thread
 from forge_rollout._engine import Engine
 from forge_rollout._gateway import create_gateway_app
@@ -165,7 +165,7 @@ class LocalStack:
                 found=f"{type(error).__name__}: {error}"[:400],
                 fix="serve the configured window (model.max_model_len); see the server's log",
             )
-            gate(self.run_dir, "P0_NEAR_WINDOW_PROBE_PASSED", [problem], fields)
+            gate(self.run_dir, Gate.P0_NEAR_WINDOW_PROBE_PASSED, [problem], fields)
         problems = []
         if fields["prompt_tokens"] != len(prompt):
             problems.append(
@@ -178,7 +178,7 @@ class LocalStack:
                     f"start it with max_model_len = {window}",
                 )
             )
-        gate(self.run_dir, "P0_NEAR_WINDOW_PROBE_PASSED", problems, fields)
+        gate(self.run_dir, Gate.P0_NEAR_WINDOW_PROBE_PASSED, problems, fields)
         return fields
 
     def push_adapter(self, adapter_dir: Path, step: int) -> dict[str, Any]:
@@ -196,7 +196,7 @@ class LocalStack:
                 found=f"{type(error).__name__}: {error}"[:400],
                 fix="the inference server is down or failing; see its log, then rerun",
             )
-            gate(self.run_dir, "PPO_ADAPTER_PUSH_PASSED", [problem], fields)
+            gate(self.run_dir, Gate.PPO_ADAPTER_PUSH_PASSED, [problem], fields)
         deltas = [abs(a - b) for a, b in zip(before[1], after[1], strict=False)] if before else []
         changed = before is None or before[0] != after[0] or any(d > 1e-6 for d in deltas)
         fields["probe_max_delta"] = round(max(deltas, default=0.0), 8)
@@ -212,5 +212,5 @@ class LocalStack:
                 )
             ]
         )
-        gate(self.run_dir, "PPO_ADAPTER_PUSH_PASSED", problems, fields)
+        gate(self.run_dir, Gate.PPO_ADAPTER_PUSH_PASSED, problems, fields)
         return fields
