@@ -21,14 +21,14 @@ from pathlib import Path
 
 from forge_data import _commands as commands
 from forge_data._errors import DataError
-from forge_gates import GateError, use_help_formatter
+from forge_gates import Gate, GateError, use_help_formatter
 
 _PRINTED_BY_GATE = {
-    "BULK_ORACLE_FREEZE_READY",
-    "DATA_SPLIT_VERIFIED",
-    "TRAIN_FULL_DATASET_GATE_PASSED",
-    "TRAIN_EPOCH_COVERAGE",
-    "TRAIN_VALIDATION_SUBSET_GATE_PASSED",
+    Gate.BULK_ORACLE_FREEZE_READY,
+    Gate.DATA_SPLIT_VERIFIED,
+    Gate.TRAIN_FULL_DATASET_GATE_PASSED,
+    Gate.TRAIN_EPOCH_COVERAGE,
+    Gate.TRAIN_VALIDATION_SUBSET_GATE_PASSED,
 }
 
 

@@ -19,6 +19,7 @@ import forge_data
 from forge_eval import select_checkpoint
 from forge_gates import (
     Check,
+    Gate,
     GateError,
     RunSpec,
     gate,
@@ -87,11 +88,13 @@ def budget_gates(spec: RunSpec, trainer: PPOTrainer, run_dir: Path) -> None:
         return check
 
     if spec.phase in ("smoke", "soak"):
-        check = check_budgets("PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED", tuple(wanted))
+        check = check_budgets(Gate.PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED, tuple(wanted))
         fields = {"required": length, "actor_train": built.actor_train,
                   "critic_train": built.critic_train, "infer": built.critic_infer}  # fmt: skip
         gate(run_dir, check.gate, check.violations, fields)
-    check = check_budgets("PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED", ("critic_infer", "critic_train"))
+    check = check_budgets(
+        Gate.PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED, ("critic_infer", "critic_train")
+    )
     fields = {"required": length, "infer": built.critic_infer, "train": built.critic_train}
     gate(run_dir, check.gate, check.violations, fields)
 
@@ -111,7 +114,7 @@ def train(
     # 1. machine preflight and the model folder, before any run folder exists
     gate(
         None,
-        "PPO_PREFLIGHT_PASSED",
+        Gate.PPO_PREFLIGHT_PASSED,
         [
             *preflight(spec, runs_root, executables=["bwrap"], implemented=BACKENDS),
             *check_curves(curves),
@@ -121,16 +124,16 @@ def train(
     model_dir = resolve_model(spec, cache_dir)
     # the frozen split as frozen (tamper check): a changed task file stops here, named
     split = forge_data.verify_task_set(spec.data.tasks)
-    gate(None, "DATA_SPLIT_VERIFIED", split.violations, split.fields())
+    gate(None, Gate.DATA_SPLIT_VERIFIED, split.violations, split.fields())
     # 2. the run folder: resolved spec + hash, the spec gate, the verified split
     run_dir = new_run_dir(spec, run_dir, runs_root)
     write_config_summary(run_dir, spec)
     record_gate(
         run_dir,
-        "RUN_SPEC_GATE_PASSED",
+        Gate.RUN_SPEC_GATE_PASSED,
         {"phase": spec.phase, "name": spec.name, "sha256": spec_sha256(spec)},
     )
-    record_gate(run_dir, "DATA_SPLIT_VERIFIED", split.fields())
+    record_gate(run_dir, Gate.DATA_SPLIT_VERIFIED, split.fields())
     # 3. data plan (formal data gates), then the token budgets
     plan = plan_run(spec, run_dir)
     # 4. inference: server + gateway (the gateway records PPO_CONTEXT_GUARD_PASSED)
@@ -183,7 +186,7 @@ def _updates(
         ]
         rows, rollout_metrics = _rows_and_metrics(job_dirs)
         # 3. the update: fail closed without a valid trajectory
-        check = Check("PPO_SMOKE_UPDATE_PASSED")
+        check = Check(Gate.PPO_SMOKE_UPDATE_PASSED)
         check.require(
             bool(rows),
             rule="update.rows",
@@ -370,7 +373,7 @@ def _epoch_end(
     last_of_epoch = step == plan.total_steps or plan.epoch_of_step[step] != epoch
     if last_of_epoch:
         fields, violations = forge_data.trained_coverage(exposures[epoch], plan.repositories)
-        gate(run_dir, "TRAIN_EPOCH_COVERAGE", violations, {"epoch": epoch, **fields})
+        gate(run_dir, Gate.TRAIN_EPOCH_COVERAGE, violations, {"epoch": epoch, **fields})
 
 
 def _final_gate(
@@ -384,9 +387,9 @@ def _final_gate(
     ]
     check = Check(
         {
-            "smoke": "PPO_SMOKE_PASSED",
-            "soak": "PPO_SOAK_PASSED",
-            "formal": "PPO_FINAL_CHECKPOINT_PASSED",
+            "smoke": Gate.PPO_SMOKE_PASSED,
+            "soak": Gate.PPO_SOAK_PASSED,
+            "formal": Gate.PPO_FINAL_CHECKPOINT_PASSED,
         }[spec.phase]
     )
     missing = [str(p.relative_to(run_dir)) for p in parts if not p.is_file()]

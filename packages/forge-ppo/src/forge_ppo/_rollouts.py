@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from forge_gates import Check, RunSpec, append_jsonl, gate
+from forge_gates import Check, Gate, RunSpec, append_jsonl, gate
 from forge_ppo._observability import EpisodeOutcome, task_rollout_metrics
 from forge_ppo._plan import RunPlan, validation_decoding
 from forge_ppo._runlog import RunLog
@@ -182,7 +182,7 @@ def validate(
     # the decoding the server actually received (from the recorded calls), against the contract
     decoding = validation_decoding(spec)
     calls, wrong = sent_decoding(job, decoding)
-    check = Check("PPO_VALIDATION_PASSED")
+    check = Check(Gate.PPO_VALIDATION_PASSED)
     for kind, count, limit in (
         ("errors", errors, spec.agent.max_infra_error_ratio),
         ("timeouts", timeouts, spec.agent.max_timeout_ratio),
