@@ -319,7 +319,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown module(s) {unknown}; expected some of {sorted(known)}")
     targets = [known[m] for m in args.only] if args.only else list(TARGETS)
     equivalents = load_equivalents(EQUIVALENT_FILE)
-    import mutmut  # the session installs it; fail here, before any copy, if it is missing
+    try:  # the session installs it; fail here, before any copy, when it is missing
+        import mutmut
+    except ImportError:
+        raise SystemExit(
+            "expected mutmut 3 (mutmut==3.8.1) in this Python; found none; "
+            "fix: run `nox -s mutants`, or `uv pip install mutmut==3.8.1`"
+        ) from None
 
     report: dict = {
         "schema": SCHEMA,
