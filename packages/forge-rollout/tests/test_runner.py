@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,19 @@ def scripted_upstream(
 def demo_solutions(tasks) -> dict[str, str]:
     """Instruction text -> the task's oracle script (run as the agent's bash action)."""
     return {t.instruction().strip(): (t.path / "solution" / "solve.sh").read_text() for t in tasks}
+
+
+def _state(pid: str) -> str:
+    """The process state letter from /proc (R, S, D, Z, ...), or '-' when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "-"
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def _running(pid: str) -> bool:
+    return _state(pid) not in ("-", "Z", "X")
 
 
 def _uid_processes() -> list[str]:
@@ -288,9 +302,15 @@ def test_cancel_stops_every_sandbox(tmp_path: Path, gateway_at) -> None:
             before: list[str] = []
             asyncio.run(main())
     assert _uid_processes() == []
-    # and none of the sandbox processes seen before survived (even re-parented to init)
-    alive = [row for row in before if Path(f"/proc/{row.split()[0]}").exists()]
-    assert alive == []
+    # and none of the sandbox processes seen before survived (even re-parented to init). A
+    # killed process re-parented to init stays a zombie until init reaps it (slowly on this
+    # VM): a zombie runs nothing, so only a live state counts, polled for up to 15 s
+    deadline = time.monotonic() + 15
+    alive = [row for row in before if _running(row.split()[0])]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [row for row in before if _running(row.split()[0])]
+    assert alive == [], [(row, _state(row.split()[0])) for row in alive]
     assert list((tmp_path / "job").glob("*/result.json")) == []  # nothing half-counted
 
 
