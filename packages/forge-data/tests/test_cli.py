@@ -168,3 +168,41 @@ def test_offline_flow_ingest_check_freeze_verify_plan(tmp_path, capsys):
     assert body["schedule"]["validation_steps"] == [0, 1, 2]
     assert body["validation_contract"]["tasks"] == 2
     assert "TRAIN_VALIDATION_SUBSET_GATE_PASSED" in [r.gate for r in read_ledger(run)]
+
+
+def test_candidates_locates_lines_that_are_not_utf8(tmp_path, capsys):
+    """A bad byte sequence is a located bad record, on any line, and never hides the kind."""
+    good = {
+        "instance_id": "a",
+        "repo": "o/r",
+        "problem_statement": "Crash on empty input list.",
+        "FAIL_TO_PASS": ["t"],
+    }
+    rows = tmp_path / "rows.jsonl"
+    bad_line = b'{"instance_id": "caf\xe9 \xff", "repo": "o/r"}\n'
+    rows.write_bytes(bad_line + json.dumps(good).encode() + b"\n" + bad_line)
+    out = tmp_path / "candidates.jsonl"
+    assert main(["candidates", "--tasks", str(rows), "--out", str(out), "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert f"{rows}:1: not valid UTF-8" in captured.err
+    assert f"{rows}:3: not valid UTF-8" in captured.err
+    assert "Field required" not in captured.err  # still read as rows, not as Task records
+    assert json.loads(captured.out)["read"] == 1 and json.loads(captured.out)["bad_records"] == 2
+    assert [t.id for t in fd.read_tasks(out).tasks] == ["a"]
+    assert main(["candidates", "--tasks", str(rows), "--strict", "--quiet"]) == 1
+
+
+def test_bad_utf8_in_a_task_folder_or_manifest_is_named_not_a_traceback(tmp_path, capsys):
+    tasks = tmp_path / "tasks"
+    fd.write_demo_tasks(tasks)
+    first = fd.demo_task_ids()[0]
+    (tasks / first / "instruction.md").write_bytes(b"fix the caf\xe9 bug\n")
+    assert main(["candidates", "--tasks", str(tasks), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert f"{tasks / first}: instruction.md is not UTF-8 text" in err
+    split = tmp_path / "split"
+    split.mkdir()
+    (split / "manifest.json").write_bytes(b'{"name": "caf\xe9"}')
+    assert main(["verify", str(split)]) == 1
+    assert main(["plan", "--split", str(split), "--batch-size", "2"]) == 1
+    assert "manifest" in capsys.readouterr().err

@@ -44,6 +44,15 @@ def _string_list(value: Any, key: str) -> tuple[str, ...]:
     raise ValueError(f"[metadata] {key} must be a list of strings, found {value!r}")
 
 
+def _text(root: Path, rel: str) -> str:
+    try:
+        return (root / rel).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{rel} is not UTF-8 text ({exc.reason} at byte {exc.start}): re-save it as UTF-8"
+        ) from exc
+
+
 def read_harbor_task(task_dir: str | Path) -> Task:
     """Read one Harbor task directory into a `Task` (raises ValueError naming the problem)."""
     # 1. required files
@@ -55,7 +64,7 @@ def read_harbor_task(task_dir: str | Path) -> Task:
         )
     # 2. task.toml
     try:
-        config = tomllib.loads((root / "task.toml").read_text(encoding="utf-8"))
+        config = tomllib.loads(_text(root, "task.toml"))
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"task.toml is not valid TOML: {exc}") from exc
     metadata = config.get("metadata", {})
@@ -66,7 +75,7 @@ def read_harbor_task(task_dir: str | Path) -> Task:
     dockerfile = root / "environment" / "Dockerfile"
     base_image = None
     if dockerfile.is_file():
-        match = _FROM.search(dockerfile.read_text(encoding="utf-8"))
+        match = _FROM.search(_text(root, "environment/Dockerfile"))
         base_image = match.group(1) if match else None
     # 4. fingerprint over every file of the task
     files = tree_files(root)
@@ -79,7 +88,7 @@ def read_harbor_task(task_dir: str | Path) -> Task:
             id=root.name,
             repository=str(repository),
             source="harbor",
-            instruction=(root / "instruction.md").read_text(encoding="utf-8"),
+            instruction=_text(root, "instruction.md"),
             image=environment.get("docker_image"),
             base_image=base_image,
             base_commit=metadata.get("base_commit"),

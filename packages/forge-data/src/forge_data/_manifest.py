@@ -173,7 +173,7 @@ def load_manifest(folder: str | os.PathLike[str]) -> Manifest:
     path = Path(folder) / MANIFEST_NAME
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataError(
             "manifest",
             expected=f"a readable JSON manifest at {path}",

@@ -47,8 +47,10 @@ def write_task_records(path: str | os.PathLike[str], tasks: list[Task] | tuple[T
 
 
 def _first_record(path: Path) -> dict | None:
+    """The first line that decodes (a bad first line is reported by the reader, not used)."""
     for line in iter_jsonl(path):
-        return line.value if isinstance(line.value, dict) else None
+        if line.error is None:
+            return line.value if isinstance(line.value, dict) else None
     return None
 
 

@@ -166,7 +166,7 @@ def verify_frozen(
     try:
         raw = json.loads(path.read_text("utf-8"))
         manifest = Manifest.model_validate(raw)
-    except (json.JSONDecodeError, ValidationError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, ValidationError) as exc:
         found.add("manifest.invalid", "manifest schema_version 1", str(exc).splitlines()[0])
         return found
     recomputed = semantic_sha256(raw)
