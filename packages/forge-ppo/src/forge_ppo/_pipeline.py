@@ -41,7 +41,7 @@ from forge_ppo._rollouts import (
     rollout_metrics,
     validate,
 )
-from forge_ppo._runlog import Curves, RunLog, all_finite, check_curves
+from forge_ppo._runlog import Curves, RunLog, all_finite, check_curves, update_file_name
 from forge_ppo._summary import ParentCheckpoint
 from forge_ppo._trainer import PPOTrainer
 from forge_ppo._update import UpdateRecord
@@ -406,7 +406,7 @@ def _final_gate(
             rule=f"update.{s['step']}",
             expected="actor and critic stepped, finite",
             found={k: s[k] for k in ("actor_updated", "critic_updated", "metrics_finite")},
-            fix="inspect smoke-update.json and metrics.jsonl",
+            fix=f"inspect {update_file_name(spec.phase)} and metrics.jsonl",
         )
         for key in (
             "critic/observability/values_std",
