@@ -123,3 +123,20 @@ def test_sweep_stale_removes_only_dead_owners(tmp_path: Path, monkeypatch) -> No
     monkeypatch.setattr(cg, "_rmdir", lambda path: shutil.rmtree(path, ignore_errors=True))
     assert detect.sweep_stale(driver) == ["sbx-999999999-bb"]
     assert driver.names() == [f"sbx-{os.getpid()}-aa", "unrelated"]
+
+
+def test_pids_limit_hits_read_the_forking_cgroups_own_counter(tmp_path: Path) -> None:
+    """v1 and v2 before Linux 6.15: `pids.events` of the leaf; v2 since: `pids.events.local`
+    (its `pids.events` then counts limits hit in its subtree, not its refused forks)."""
+    leaf = tmp_path / "v2-leaf"
+    leaf.mkdir()
+    (leaf / "pids.events").write_text("max 0\n")
+    assert cg.CgroupV2(leaf).pids_limit_hits() == 0
+    (leaf / "pids.events").write_text("max 3\n")
+    assert cg.CgroupV2(leaf).pids_limit_hits() == 3
+    (leaf / "pids.events.local").write_text("max 5\n")
+    assert cg.CgroupV2(leaf).pids_limit_hits() == 5
+    v1 = tmp_path / "pids" / "leaf"
+    v1.mkdir(parents=True)
+    (v1 / "pids.events").write_text("max 2\n")
+    assert cg.CgroupV1({"pids": v1, "memory": tmp_path}).pids_limit_hits() == 2

@@ -212,3 +212,74 @@ def test_an_oom_killed_verifier_yields_no_reward(make_task, tmp_path: Path) -> N
 
     with pytest.raises(VerifierOOMError, match="OOM-killed at the sandbox's 64 MiB"):
         asyncio.run(go())
+
+
+FORK_UNTIL_REFUSED = """\
+python3 - <<'PY'
+import os, signal, time
+kids = []
+try:
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        kids.append(pid)
+except OSError:
+    pass
+for kid in kids:
+    os.kill(kid, signal.SIGKILL)
+    os.waitpid(kid, 0)
+PY
+"""
+
+
+def _verify_with(task_dir: Path, **limits: int) -> VerifierResult:
+    task = load_task(task_dir)
+
+    async def go() -> VerifierResult:
+        async with LocalSandbox(task.sandbox_spec(**limits)) as sandbox:
+            return await run_verifier(sandbox, task)
+
+    return asyncio.run(go())
+
+
+@pytest.mark.usefixtures("isolation")
+def test_a_verifier_at_pids_max_yields_no_reward(make_task: TaskFactory) -> None:
+    """test.sh writes 1 first, then its processes fill pids_max (forks refused): it did not run
+    as written, so the 1 is not trusted; the trial is an infrastructure error."""
+    from forge_sandbox import VerifierPidsLimitError
+
+    script = "echo 1 > /logs/verifier/reward.txt\n" + FORK_UNTIL_REFUSED
+    task_dir = make_task("pids-verifier", script)
+    with pytest.raises(VerifierPidsLimitError, match="pids_max=32"):
+        _verify_with(task_dir, pids_max=32)
+    fine = make_task("pids-fine", "echo 1 > /logs/verifier/reward.txt\n")
+    assert _verify_with(fine, pids_max=32).reward == 1.0
+
+
+@pytest.mark.usefixtures("isolation")
+def test_a_verifier_killed_at_the_file_size_limit_yields_no_reward(make_task) -> None:
+    from forge_sandbox import VerifierFileSizeLimitError
+
+    script = "echo 1 > /logs/verifier/reward.txt\nhead -c 3M /dev/zero > /tmp/big\n"
+    with pytest.raises(VerifierFileSizeLimitError, match="file_size_mb=1"):
+        _verify_with(make_task("fsize-verifier", script), file_size_mb=1)
+
+
+@pytest.mark.usefixtures("isolation")
+def test_exec_records_the_limits_it_hit() -> None:
+    from forge_sandbox import SandboxSpec
+
+    async def go() -> list:
+        async with LocalSandbox(SandboxSpec(pids_max=32, file_size_mb=1)) as sandbox:
+            return [
+                await sandbox.exec(FORK_UNTIL_REFUSED),
+                await sandbox.exec("head -c 3M /dev/zero > /tmp/big"),
+                await sandbox.exec("echo fine"),
+            ]
+
+    forks, big, fine = asyncio.run(go())
+    assert forks.pids_limit_hit and forks.limit_hit == "pids" and not forks.file_size_limit_hit
+    assert big.file_size_limit_hit and big.exit_code == 153 and big.limit_hit == "file_size"
+    assert fine.limit_hit is None and not fine.pids_limit_hit and fine.ok

@@ -47,8 +47,11 @@ from forge_sandbox._errors import (
     SandboxUnavailableError,
     TaskLayoutError,
     VerifierError,
+    VerifierFileSizeLimitError,
+    VerifierLimitError,
     VerifierOOMError,
     VerifierOutputParseError,
+    VerifierPidsLimitError,
     VerifierTimeoutError,
 )
 from forge_sandbox._job import (
@@ -99,7 +102,10 @@ __all__ = [
     "TaskLayoutError",
     "TrialAgent",
     "VerifierError",
+    "VerifierFileSizeLimitError",
+    "VerifierLimitError",
     "VerifierOutputParseError",
+    "VerifierPidsLimitError",
     "VerifierResult",
     "VerifierOOMError",
     "VerifierTimeoutError",

@@ -125,6 +125,10 @@ class CgroupV1:
     def oom_kills(self) -> int:
         return _counter(self.paths["memory"] / "memory.oom_control", "oom_kill")
 
+    def pids_limit_hits(self) -> int:
+        """Forks refused in this cgroup at pids.max (v1 counts them in the forking cgroup)."""
+        return _counter(self.paths["pids"] / "pids.events", "max")
+
     def memory_peak_bytes(self) -> int:
         text = _read(self.paths["memory"] / "memory.max_usage_in_bytes").strip()
         return int(text) if text else 0
@@ -175,6 +179,16 @@ class CgroupV2:
 
     def oom_kills(self) -> int:
         return _counter(self.path / "memory.events", "oom_kill")
+
+    def pids_limit_hits(self) -> int:
+        """Forks refused in this cgroup at a pids.max (its own or an ancestor's).
+
+        Linux >= 6.15 counts `pids.events` hierarchically where the limit sits, and the forks
+        refused in the forking cgroup itself in `pids.events.local`; older kernels count them
+        in `pids.events` of the forking cgroup.
+        """
+        local = self.path / "pids.events.local"
+        return _counter(local if local.exists() else self.path / "pids.events", "max")
 
     def memory_peak_bytes(self) -> int:
         text = _read(self.path / "memory.peak").strip()

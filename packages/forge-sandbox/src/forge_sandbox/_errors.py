@@ -77,6 +77,19 @@ class VerifierOOMError(VerifierError):
     file it wrote first cannot be trusted (never a reward)."""
 
 
+class VerifierLimitError(VerifierError):
+    """tests/test.sh ran into a sandbox limit other than memory (pids_max, file_size_mb): it did
+    not run to completion as written, so whatever reward file it wrote cannot be trusted."""
+
+
+class VerifierPidsLimitError(VerifierLimitError):
+    """A process of tests/test.sh was refused a fork or thread at the sandbox's pids_max."""
+
+
+class VerifierFileSizeLimitError(VerifierLimitError):
+    """tests/test.sh was killed by SIGXFSZ: it wrote a file past the sandbox's file_size_mb."""
+
+
 class SandboxOOMError(SandboxError):
     """An agent's command was OOM-killed at the sandbox's memory limit: an infrastructure
     error of the trial (the seed counted OOMKilled pods as infrastructure), never a score."""

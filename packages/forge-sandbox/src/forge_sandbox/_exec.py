@@ -1,4 +1,4 @@
-"""One exec of the local backend: spawn inside a cgroup leaf, time out, drain, count OOM kills.
+"""One exec of the local backend: spawn inside a cgroup leaf, time out, drain, count limit hits.
 
 A timeout (or a cancelled exec) kills the leaf's whole process tree. The host-side wrapper,
 nsenter's waiting half, is spared until it has reaped its child inside the sandbox, so no
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import time
 from collections.abc import Sequence
 from typing import IO
@@ -60,6 +61,7 @@ async def run_in_leaf(
         # 3. the rest of the output, and the OOM kills counted in this exec's own leaf
         await drain(pipes, DRAIN_GRACE_S)
         oom = leaf.oom_kills() > 0
+        pids_hit = leaf.pids_limit_hits() > 0
     except BaseException:
         _kill_tree_now(leaf)  # cancelled or failed: leave nothing of this exec running
         raise
@@ -72,12 +74,15 @@ async def run_in_leaf(
     code = proc.returncode if proc.returncode is not None else -9
     if code == 125 and JOIN_FAILED in stderr:
         raise SandboxError(f"exec: {stderr.strip()}; fix: run `forge-sandbox doctor`")
+    exit_code = 124 if timed_out else (128 - code if code < 0 else code)
     return ExecResult(
         stdout=out.text() if out is not None else "",
         stderr=stderr,
-        exit_code=124 if timed_out else (128 - code if code < 0 else code),
+        exit_code=exit_code,
         timed_out=timed_out,
         oom_killed=oom,
+        pids_limit_hit=pids_hit,
+        file_size_limit_hit=exit_code == 128 + signal.SIGXFSZ,  # killed, or its shell's status
         duration_s=duration,
         output_truncated=err.truncated or (out is not None and out.truncated),
     )

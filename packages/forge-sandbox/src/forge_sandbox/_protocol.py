@@ -34,7 +34,13 @@ class Sandbox(Protocol):
         env: Mapping[str, str] | None = None,
         timeout_s: float | None = None,
     ) -> ExecResult:
-        """Run a command (a string goes through `spec.shell -c`) inside the limits."""
+        """Run a command (a string goes through `spec.shell -c`) inside the limits.
+
+        The result says which limit the exec's own processes ran into: `oom_killed` (memory),
+        `pids_limit_hit` (a fork or thread refused at `pids_max`), `file_size_limit_hit`
+        (SIGXFSZ status); a backend that cannot observe one must fail closed, never report
+        False for a limit it did not check.
+        """
         ...
 
     async def upload(self, local_path: str | os.PathLike[str], sandbox_path: str) -> None:

@@ -124,10 +124,33 @@ class ExecResult(BaseModel):
     oom_killed: bool = Field(
         description="True when the kernel OOM killer killed a process of this exec."
     )
+    pids_limit_hit: bool = Field(
+        default=False,
+        description="True when a process of this exec was refused a fork or thread at the "
+        "sandbox's pids_max (its output may come from a partial run).",
+    )
+    file_size_limit_hit: bool = Field(
+        default=False,
+        description="True when the command ended with SIGXFSZ's status (128 + 25): it, or the "
+        "last command of its script, wrote past file_size_mb and was killed (a descendant "
+        "killed earlier is seen only through the command's own exit status).",
+    )
     duration_s: float = Field(ge=0, description="Wall-clock seconds from spawn to exit.")
     output_truncated: bool = Field(
         default=False, description="True when stdout or stderr passed max_output_bytes."
     )
+
+    @property
+    def limit_hit(self) -> str | None:
+        """The first sandbox limit this exec ran into ('memory', 'pids', 'file_size'), or None."""
+        for name, hit in (
+            ("memory", self.oom_killed),
+            ("pids", self.pids_limit_hit),
+            ("file_size", self.file_size_limit_hit),
+        ):
+            if hit:
+                return name
+        return None
 
     @property
     def ok(self) -> bool:

@@ -23,8 +23,10 @@ from forge_sandbox._errors import (
     RewardFileNotFoundError,
     SandboxError,
     TaskLayoutError,
+    VerifierFileSizeLimitError,
     VerifierOOMError,
     VerifierOutputParseError,
+    VerifierPidsLimitError,
     VerifierTimeoutError,
 )
 from forge_sandbox._protocol import Sandbox
@@ -147,6 +149,20 @@ async def run_verifier(
                 f"OOM-killed at the sandbox's {sandbox.spec.memory_mb} MiB memory limit (exit "
                 f"{run.exit_code}): any reward it wrote first is not trusted; fix: raise the "
                 "task's memory_mb, or see what filled memory (/tmp is charged to it)"
+            )
+        if run.pids_limit_hit:
+            raise VerifierPidsLimitError(
+                f"verifier: expected tests/test.sh to run to completion; found a process of it "
+                f"refused a fork or thread at the sandbox's pids_max={sandbox.spec.pids_max} "
+                f"(exit {run.exit_code}): any reward it wrote is not trusted; fix: raise the "
+                "sandbox's pids_max (SandboxSpec.pids_max), or see what the tests spawn"
+            )
+        if run.file_size_limit_hit:
+            raise VerifierFileSizeLimitError(
+                f"verifier: expected tests/test.sh to run to completion; found it killed by "
+                f"SIGXFSZ, a file written past file_size_mb={sandbox.spec.file_size_mb} (exit "
+                f"{run.exit_code}): any reward it wrote is not trusted; fix: raise the sandbox's "
+                "file_size_mb, or see what the tests write"
             )
         # 4. /logs/verifier -> out, then 5. the reward
         try:
