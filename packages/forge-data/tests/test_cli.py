@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -206,3 +207,35 @@ def test_bad_utf8_in_a_task_folder_or_manifest_is_named_not_a_traceback(tmp_path
     assert main(["verify", str(split)]) == 1
     assert main(["plan", "--split", str(split), "--batch-size", "2"]) == 1
     assert "manifest" in capsys.readouterr().err
+
+
+def test_verify_checks_task_files_by_default(tmp_path, capsys):
+    """`verify SPLIT` checks <split>/tasks/: an edit, a deletion, an addition and a chmod -x
+    all fail it; no task folders fail it too, unless --no-task-files says to skip them."""
+    tasks = tmp_path / "tasks"
+    fd.write_demo_tasks(tasks)
+    split = tmp_path / "split"
+    fd.freeze(fd.read_harbor_tasks(tasks).tasks, fd.DEMO_SPLIT_SPEC, split)
+    # 1. no task folders next to the split: a violation, not problems=0
+    assert main(["verify", str(split)]) == 1
+    assert "[task.root_missing]" in capsys.readouterr().err
+    assert main(["verify", str(split), "--no-task-files"]) == 0
+    assert "task_files=skipped problems=0" in capsys.readouterr().out
+    # 2. the split's own tasks/ folder is checked without --tasks-root
+    shutil.copytree(tasks, split / "tasks")
+    assert main(["verify", str(split)]) == 0
+    assert f"task_files={split / 'tasks'} problems=0" in capsys.readouterr().out
+    train = fd.load_manifest(split).splits["train"]
+    (split / "tasks" / train[0] / "instruction.md").write_text("changed")
+    (split / "tasks" / train[1] / "solution" / "solve.sh").unlink()
+    (split / "tasks" / train[2] / "tests" / "extra.py").write_text("")
+    (split / "tasks" / train[3] / "tests" / "test.sh").chmod(0o644)
+    assert main(["verify", str(split)]) == 1
+    captured = capsys.readouterr()
+    out = captured.err
+    assert "problems=0" not in captured.out and out.count("[task.files_changed]") == 4
+    assert "changed instruction.md" in out and "removed solution/solve.sh" in out
+    assert "added tests/extra.py" in out and "executable bit changed on tests/test.sh" in out
+    # 3. plan verifies the same way before planning
+    assert main(["plan", "--split", str(split), "--batch-size", "2"]) == 1
+    assert main(["plan", "--split", "demo", "--batch-size", "2"]) == 0

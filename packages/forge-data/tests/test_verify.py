@@ -153,6 +153,23 @@ def test_changed_added_removed_task_files_are_named(copy):
     assert "removed solution/solve.sh" in message
 
 
+def test_executable_bit_removed_is_named(copy):
+    split, tasks = copy
+    task_id = fd.load_manifest(split).splits["train"][0]
+    (tasks / task_id / "tests" / "test.sh").chmod(0o644)
+    found = rules(split, tasks_root=tasks)
+    assert list(found) == ["task.files_changed"]
+    assert found["task.files_changed"] == [
+        f"{task_id} files as frozen | executable bit changed on tests/test.sh"
+    ]
+
+
+def test_no_task_folders_at_all_is_one_violation(copy, tmp_path):
+    split, _ = copy
+    found = rules(split, tasks_root=tmp_path / "nowhere")
+    assert list(found) == ["task.root_missing"] and len(found["task.root_missing"]) == 1
+
+
 def test_missing_task_folder(copy):
     split, tasks = copy
     shutil.rmtree(tasks / fd.load_manifest(split).splits["train"][0])

@@ -16,6 +16,7 @@ from forge_gates import (
     JsonLinesError,
     append_jsonl,
     canonical_json,
+    file_sha256,
     iter_jsonl,
     read_jsonl,
     sha256_canonical,
@@ -223,3 +224,16 @@ def test_atomic_writes_are_ordinary_readable_files(tmp_path: Path) -> None:
     path = atomic_write_text(tmp_path / "report.json", "{}\n")
     assert path.stat().st_mode & 0o777 == 0o644
     assert os.listdir(tmp_path) == ["report.json"]  # no temp file left behind
+
+
+def test_tree_hash_sees_the_executable_bit(tmp_path: Path) -> None:
+    """A `chmod -x tests/test.sh` changes what the task does, so it changes the hash."""
+    script = tmp_path / "test.sh"
+    script.write_text("exit 0\n")
+    script.chmod(0o755)
+    executable = tree_files(tmp_path)["test.sh"]
+    assert executable == file_sha256(script) + ":x"
+    before = tree_sha256(tmp_path)
+    script.chmod(0o644)
+    assert tree_files(tmp_path)["test.sh"] == file_sha256(script)
+    assert tree_sha256(tmp_path) != before

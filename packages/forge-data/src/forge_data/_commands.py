@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from forge_data._demo import write_demo_tasks
 from forge_data._demo_split import demo_split_root, freeze_demo_split
@@ -22,6 +23,7 @@ from forge_data._models import ReadReport
 from forge_data._oracle_plan import plan_oracle_batch
 from forge_data._progress import Progress, step
 from forge_data._sources import read_tasks, write_task_records
+from forge_data._task_set import task_set_folders
 from forge_data._validation import GREEDY_DECODING, choose_validation_subset, plan_schedule
 from forge_data._verdict_file import (
     VerdictRecord,
@@ -184,20 +186,33 @@ def cmd_freeze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _split_and_tasks_root(ref: str, args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """The split folder and the task folders to check: --tasks-root, else the split's own
+    (`<split>/tasks/`, the bundled tasks for `demo`); None only with --no-task-files."""
+    folder, own_tasks = task_set_folders(ref)
+    if args.no_task_files:
+        return folder, None
+    return folder, Path(args.tasks_root) if args.tasks_root else own_tasks
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
-    problems = verify_frozen(
-        args.folder, tasks_root=args.tasks_root, expect_sha256=args.expect_sha256
-    )
-    fields = {"folder": str(args.folder), "problems": len(problems)}
+    folder, tasks_root = _split_and_tasks_root(args.folder, args)
+    problems = verify_frozen(folder, tasks_root=tasks_root, expect_sha256=args.expect_sha256)
+    fields = {
+        "folder": str(args.folder),
+        "task_files": "skipped" if tasks_root is None else str(tasks_root),
+        "problems": len(problems),
+    }
     gate(args.run_dir, Gate.DATA_SPLIT_VERIFIED, problems, fields)
     return 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     # 1. the frozen split, verified first
-    problems = verify_frozen(args.split)
+    folder, tasks_root = _split_and_tasks_root(args.split, args)
+    problems = verify_frozen(folder, tasks_root=tasks_root)
     gate(args.run_dir, Gate.DATA_SPLIT_VERIFIED, problems, {"folder": str(args.split)})
-    manifest = load_manifest(args.split)
+    manifest = load_manifest(folder)
     train, validation = manifest.splits["train"], manifest.splits["validation"]
     # 2. epochs, 3. validation subset, 4. schedules
     plan = plan_training(

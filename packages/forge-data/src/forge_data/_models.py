@@ -50,7 +50,8 @@ class Task(BaseModel):
     )
     files: dict[str, str] = Field(
         default_factory=dict,
-        description="Per-file SHA-256 by relative POSIX path (directory tasks only).",
+        description="Per-file SHA-256 by relative POSIX path, `:x` appended for an executable "
+        "file (directory tasks only).",
     )
     metadata: dict[str, Any] = Field(
         default_factory=dict, description="Free, JSON-serialisable facts (other source columns)."

@@ -34,10 +34,14 @@ class TaskSetCheck:
 
 
 def task_set_folders(tasks_ref: str) -> tuple[Path, Path]:
-    """(frozen split folder, its task folders' root) of a spec's `data.tasks`."""
-    if tasks_ref == "demo":
-        return demo_split_root(), demo_tasks_root()
+    """(frozen split folder, its task folders' root) of a spec's `data.tasks`.
+
+    `demo` (or the shipped demo split's own path) -> the bundled demo tasks; any other folder
+    -> `<folder>/tasks/`.
+    """
     folder = Path(tasks_ref)
+    if tasks_ref == "demo" or folder.resolve() == demo_split_root().resolve():
+        return demo_split_root(), demo_tasks_root()
     return folder, folder / TASKS_DIR
 
 

@@ -14,8 +14,11 @@ Rules (the `rule` of each Violation), by kind of change:
 * `split.order`                             same ids, different order
 * `task.record_changed`                     a record whose content no longer matches its hash
 * `folder.unexpected_file`                  a file that a freeze never writes
+* `task.root_missing`                      (with `tasks_root`) no task folders at all, though
+                                            the records list files to check
 * `task.dir_missing`, `task.files_changed`  (with `tasks_root`) a task folder gone, or files
-                                            added / removed / changed, each named
+                                            added / removed / changed (content or executable
+                                            bit), each named
 """
 
 from __future__ import annotations
@@ -130,6 +133,16 @@ def _split_file_rules(folder: Path, manifest: Manifest) -> tuple[list[Violation]
 
 def _task_dir_rules(tasks_root: Path, records: list[Task]) -> list[Violation]:
     found = _Findings()
+    with_files = [task.id for task in records if task.files]
+    if with_files and not tasks_root.is_dir():
+        found.add(
+            "task.root_missing",
+            f"the task folders of {len(with_files)} tasks at {tasks_root}/<id>/",
+            "no such folder",
+            "put the task folders in <split>/tasks/, pass --tasks-root DIR, or pass "
+            "--no-task-files to check the split files only",
+        )
+        return found
     for task in records:
         if not task.files:
             continue
@@ -181,8 +194,8 @@ def verify_frozen(
     split_problems, records = _split_file_rules(root, manifest)
     found += split_problems
     allowed = {MANIFEST_NAME} | {f"{s}.jsonl" for s in SPLITS}
-    if tasks_root is not None and Path(tasks_root).resolve() == (root / TASKS_DIR).resolve():
-        allowed.add(TASKS_DIR)  # the split's own task folders, verified below
+    if (root / TASKS_DIR).is_dir():
+        allowed.add(TASKS_DIR)  # the split's own task folders (verified when they are the root)
     for extra in sorted(p.name for p in root.iterdir() if p.name not in allowed):
         found.add("folder.unexpected_file", f"only {sorted(allowed)}", extra, "remove it")
     # 3. the task folders themselves, when given

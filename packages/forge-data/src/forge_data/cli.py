@@ -6,9 +6,11 @@ Typical flow:
   forge-data ingest --nop jobs/nop-1 --oracle jobs/oracle-1 --verdicts v.jsonl
   forge-data freeze-check --tasks candidates.jsonl --verdicts v.jsonl --train 187 ...
   forge-data freeze --tasks candidates.jsonl --verdicts v.jsonl --train 187 ... --out split/
-  forge-data verify split/
+  forge-data verify split/ --tasks-root tasks/   # split files + every task file (and x bit)
   forge-data plan --split split/ --batch-size 8 --validation-tasks 21 --test-freq 10 ...
-Offline demo: `forge-data demo-tasks --out DIR`, `forge-data demo-split`.
+`verify` and `plan` check the task folders too: `--tasks-root DIR`, else `<split>/tasks/` (the
+bundled tasks for `demo`); no task folders is a violation unless `--no-task-files` is given.
+Offline demo: `forge-data demo-tasks --out DIR`, `forge-data demo-split`, `forge-data verify demo`.
 Exit codes: 0 ok, 1 a rule failed (every violation is printed), 2 bad arguments.
 """
 
@@ -66,6 +68,19 @@ def _add_oracle(p: argparse.ArgumentParser) -> None:
         help="freeze without oracle verdicts (recorded in the manifest)",
     )
     p.add_argument("--run-dir", help="append gate records to RUN_DIR/gates.jsonl")
+
+
+def _add_task_files(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--tasks-root",
+        help="task folders <root>/<id>/ to check file by file (default: <split>/tasks/)",
+    )
+    g.add_argument(
+        "--no-task-files",
+        action="store_true",
+        help="check the split files only, not the task folders (recorded in the marker)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -146,14 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
 
     p = sub.add_parser("verify", help="recompute a frozen folder; name every difference")
-    p.add_argument("folder", help="frozen split folder")
-    p.add_argument("--tasks-root", help="also check each task folder <root>/<id>/ file by file")
+    p.add_argument("folder", help="frozen split folder, or `demo` (the shipped demo split)")
+    _add_task_files(p)
     p.add_argument("--expect-sha256", help="the manifest sha256 you expect")
     p.add_argument("--run-dir", help="append the gate record to RUN_DIR/gates.jsonl")
     p.set_defaults(func=commands.cmd_verify)
 
     p = sub.add_parser("plan", help="epoch plan, validation subset and schedules")
-    p.add_argument("--split", required=True, help="frozen split folder")
+    p.add_argument("--split", required=True, help="frozen split folder, or `demo`")
+    _add_task_files(p)
     p.add_argument("--batch-size", type=int, required=True, help="tasks per PPO step")
     p.add_argument("--epochs", type=int, default=1, help="passes over the train split")
     p.add_argument("--seed", type=int, default=0, help="shuffle seed of the batch order")

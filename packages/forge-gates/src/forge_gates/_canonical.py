@@ -5,8 +5,9 @@ whitespace dropped, UTF-8 kept, and numbers are values (an integral float is wri
 so `{"lr": 1.0}` and `{"lr": 1}` agree). NaN and infinity are refused: a hash of them would be
 a hash of a spelling that JSON does not have.
 
-A task (or any) folder is hashed from its `{relative/posix/path: sha256}` map, with build and
-editor by-products ignored, so the same task checked out twice hashes the same.
+A task (or any) folder is hashed from its `{relative/posix/path: sha256}` map (`sha256:x` for
+an executable file), with build and editor by-products ignored, so the same task checked out
+twice hashes the same.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import hashlib
 import json
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +75,9 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
 def tree_files(root: str | os.PathLike[str]) -> dict[str, str]:
     """`{relative/posix/path: sha256}` of every content file below `root`, sorted by path.
 
-    Ignored: `__pycache__/` and tool caches, `*.pyc`/`*.pyo`, `.DS_Store`. A symbolic link is
-    hashed by its target path text (never followed).
+    An executable file's entry is `<sha256>:x` (a `chmod -x tests/test.sh` changes the task:
+    the verifier no longer runs). Ignored: `__pycache__/` and tool caches, `*.pyc`/`*.pyo`,
+    `.DS_Store`. A symbolic link is hashed by its target path text (never followed).
     """
     base = Path(root)
     if not base.is_dir():
@@ -93,7 +96,8 @@ def tree_files(root: str | os.PathLike[str]) -> dict[str, str]:
             if path.is_symlink():
                 found[rel] = sha256_text(os.readlink(path))
             else:
-                found[rel] = file_sha256(path)
+                executable = path.stat().st_mode & stat.S_IXUSR
+                found[rel] = file_sha256(path) + (":x" if executable else "")
     return dict(sorted(found.items()))
 
 
