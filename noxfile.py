@@ -13,7 +13,8 @@ Every session installs the workspace from the committed, portable `uv.lock` (`in
    `import torch` is checked against the choice;
 3. the workspace packages are installed editable, without dependencies.
 
-Sessions: tests, props, lint, bench, ppo_smoke, ppo_soak, ppo, p0_eval (`nox -l` lists all), and
+Sessions: tests, props, lint, bench, mutants, ppo_smoke, ppo_soak, ppo, p0_eval (`nox -l` lists
+all), and
 the optional engines harbor, parity, vllm_cpu (extra software, own venvs; not part of `tests`).
 Never run `uv lock` with find-links set: `env -u UV_FIND_LINKS -u PIP_FIND_LINKS uv lock`
 (`nox -s lint` fails when the lock is stale).
