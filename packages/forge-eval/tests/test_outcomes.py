@@ -45,6 +45,7 @@ EXPECTED = {
     "VerifierPidsLimitError": ("infra", False),
     "VerifierFileSizeLimitError": ("infra", False),
     "SandboxOOMError": ("infra", False),
+    "AgentResourceLimitError": ("agent", False),
     "TaskLayoutError": ("infra", False),
     "UpstreamError": ("infra", False),
     NO_REWARD: ("infra", False),

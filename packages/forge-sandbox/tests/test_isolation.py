@@ -316,3 +316,39 @@ def test_cancelled_exec_kills_its_tree() -> None:
     before, after, listing = run(main())
     assert after == before
     assert sorted(listing.stdout.split()) == ["R", "S", "Ss", "bwrap", "ps", "sleep"]
+
+
+def test_kill_processes_frees_the_limits_and_keeps_init_and_files(tmp_path: Path) -> None:
+    """A fork bomb fills pids_max and makes an upload fail (with the right fix); after
+    kill_processes() only the init is left, the files are kept, and uploads work again."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test.sh").write_text("exit 0\n")
+    spec = SandboxSpec(pids_max=64)
+
+    async def main():
+        async with LocalSandbox(spec) as sandbox:
+            init = sandbox.cgroup.child("init").pids()
+            await sandbox.exec("echo kept > /workspace/f; echo kept > /tmp/f")
+            bomb = await sandbox.exec("{ :(){ :|:& };:; } >/dev/null 2>&1 &", timeout_s=10)
+            upload_error = ""
+            for _ in range(200):  # bounded: the bomb fills pids_max within a moment
+                try:
+                    await sandbox.upload(tmp_path / "tests", "/tests")
+                except SandboxError as exc:
+                    upload_error = str(exc)
+                    break
+                await asyncio.sleep(0.02)
+            report = await sandbox.kill_processes()
+            left = sandbox.host_pids()
+            await sandbox.upload(tmp_path / "tests", "/tests")
+            read = await sandbox.exec("cat /workspace/f /tmp/f /tests/test.sh")
+            again = await sandbox.kill_processes()
+            return bomb, init, upload_error, report, left, read, again
+
+    bomb, init, upload_error, report, left, read, again = run(main())
+    assert "pids_max=64" in upload_error and "kill_processes" in upload_error, upload_error
+    assert report.pids_limit_hit and report.limits_hit == ["pids"] and report.killed > 30
+    assert left == init, "only the init is left"
+    assert read.stdout.split() == ["kept", "kept", "exit", "0"] and not read.pids_limit_hit
+    assert again.killed == 0 and again.limits_hit == ["pids"]  # since start()
+    assert bomb.exit_code == 0

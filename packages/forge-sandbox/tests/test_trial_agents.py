@@ -95,3 +95,71 @@ def test_trial_names_are_stable_and_distinct():
     assert len(names) == 50
     assert trial_name_for("x", 3) == trial_name_for("x", 3)
     assert discover_tasks  # public API stays importable
+
+
+class CommandAgent:
+    """Runs one shell command in the sandbox, then (bounded) `true` until one is refused a
+    fork at pids_max, as a policy's next commands would be."""
+
+    name = "command"
+    version = "0.1"
+
+    def __init__(self, command: str, probes: int = 0) -> None:
+        self.command, self.probes = command, probes
+
+    async def run(self, sandbox, task, trial_dir: Path) -> AgentReport:
+        await sandbox.exec(self.command, timeout_s=10)
+        for _ in range(self.probes):
+            if (await sandbox.exec("true", timeout_s=10)).pids_limit_hit:
+                break
+            await asyncio.sleep(0.05)
+        return AgentReport(metadata={"n_steps": 1})
+
+
+def _with(**limits):
+    from forge_sandbox import LocalSandbox
+
+    return lambda spec: LocalSandbox(spec.model_copy(update=limits))
+
+
+@pytest.mark.usefixtures("isolation")
+def test_an_agents_fork_bomb_is_its_own_outcome_not_infrastructure(tmp_path, fix_add) -> None:
+    """A real fork bomb, left running in a sandbox with pids_max 64: its processes are killed
+    before the verifier, which then runs (uploads its tests, scores the unfixed bug 0); the
+    cause is recorded as an agent outcome. Before, the full pids_max failed the test upload
+    (AddTestsDirError: an infrastructure error, dropped from scoring and from PPO)."""
+    job = tmp_path / "job"
+    bomb = CommandAgent("{ :(){ :|:& };:; } >/dev/null 2>&1 &", probes=100)
+    summary = asyncio.run(run_job([load_task(fix_add)], job, bomb, make_sandbox=_with(pids_max=64)))
+    assert summary.errors == {"fix-add": "AgentResourceLimitError"}
+    assert summary.rewards == {"fix-add": 0.0}
+    (trial,) = [json.loads(p.read_text()) for p in job.glob("*/result.json")]
+    assert "pids_max=64" in trial["exception_info"]["exception_message"]
+    sandbox = trial["agent_result"]["metadata"]["sandbox"]
+    assert sandbox["limits_hit"] == ["pids"] and sandbox["processes_killed"] > 0
+    assert trial["verifier"]["finished_at"] is not None
+
+
+@pytest.mark.usefixtures("isolation")
+def test_leftover_processes_are_killed_before_the_verifier(tmp_path, fix_add) -> None:
+    """No limit hit: a background process of the agent is killed (recorded), and no error."""
+    job = tmp_path / "job"
+    agent = CommandAgent("sleep 300 > /dev/null 2>&1 &")
+    summary = asyncio.run(run_job([load_task(fix_add)], job, agent))
+    assert summary.errors == {} and summary.rewards == {"fix-add": 0.0}
+    (trial,) = [json.loads(p.read_text()) for p in job.glob("*/result.json")]
+    assert trial["agent_result"]["metadata"] == {
+        "n_steps": 1,
+        "sandbox": {"processes_killed": 1, "limits_hit": []},
+    }
+
+
+@pytest.mark.usefixtures("isolation")
+def test_an_agent_oom_kill_stays_an_infrastructure_error(tmp_path, fix_add) -> None:
+    """Memory stays infrastructure (an OOM-killed pod): no verifier, no reward."""
+    agent = CommandAgent("python3 -c \"x = b'a' * (512 << 20)\"")
+    summary = asyncio.run(
+        run_job([load_task(fix_add)], tmp_path / "job", agent, make_sandbox=_with(memory_mb=64))
+    )
+    assert summary.errors == {"fix-add": "SandboxOOMError"}
+    assert summary.rewards == {"fix-add": None}

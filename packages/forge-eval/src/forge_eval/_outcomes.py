@@ -118,6 +118,8 @@ ERROR_TABLE: tuple[ErrorRule, ...] = (
        "model refused on safety grounds (a real outcome)"),
     _T("ContextExhausted", "agent", False, "forge-rollout",
        "gateway refused the next call: context window used up"),
+    _T("AgentResourceLimitError", "agent", False, "forge-sandbox",
+       "agent's processes hit pids_max / file_size_mb (e.g. a fork bomb); verifier still runs"),
 )  # fmt: skip
 RULES: dict[str, ErrorRule] = {rule.exception_type: rule for rule in ERROR_TABLE}
 

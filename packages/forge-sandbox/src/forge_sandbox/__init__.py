@@ -57,6 +57,7 @@ from forge_sandbox._errors import (
 from forge_sandbox._job import (
     AgentOutcomeError,
     AgentReport,
+    AgentResourceLimitError,
     JobSummary,
     Progress,
     SandboxFactory,
@@ -68,7 +69,7 @@ from forge_sandbox._job import (
 )
 from forge_sandbox._local import LocalSandbox
 from forge_sandbox._protocol import Sandbox
-from forge_sandbox._spec import ExecResult, SandboxSpec
+from forge_sandbox._spec import ExecResult, KillReport, SandboxSpec
 from forge_sandbox._task import HarborTask, discover_tasks, load_task, task_checksum
 from forge_sandbox._verifier import VerifierResult, parse_rewards, run_verifier
 
@@ -76,6 +77,7 @@ __all__ = [
     "AddTestsDirError",
     "AgentOutcomeError",
     "AgentReport",
+    "AgentResourceLimitError",
     "AgentRun",
     "AgentTimeoutError",
     "CgroupLimits",
@@ -84,6 +86,7 @@ __all__ = [
     "ExecResult",
     "HarborTask",
     "JobSummary",
+    "KillReport",
     "Progress",
     "SandboxFactory",
     "LocalSandbox",

@@ -96,6 +96,15 @@ async def _kill_tree(leaf: Cgroup, proc: asyncio.subprocess.Process) -> None:
     await proc.wait()
 
 
+def kill_leaf(leaf: Cgroup) -> int:
+    """Kill every process of an exec's leaf (sandbox side first, then the host-side wrappers,
+    which reap their children) and remove it; the number of processes it held."""
+    held = len(leaf.pids())
+    _kill_tree_now(leaf)
+    _retire(leaf)
+    return held
+
+
 def _kill_tree_now(leaf: Cgroup) -> None:
     """Synchronous variant for a cancelled exec: the sandbox side first, then the wrappers."""
     with contextlib.suppress(OSError, SandboxError):

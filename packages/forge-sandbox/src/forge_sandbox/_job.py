@@ -28,10 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forge_gates import atomic_write_json
 from forge_sandbox._agents import AGENT_VERSION, AgentName, run_agent
-from forge_sandbox._errors import AgentTimeoutError
+from forge_sandbox._errors import AgentTimeoutError, SandboxOOMError
 from forge_sandbox._local import LocalSandbox
 from forge_sandbox._protocol import Sandbox
-from forge_sandbox._spec import SandboxSpec
+from forge_sandbox._spec import KillReport, SandboxSpec
 from forge_sandbox._task import HarborTask, task_checksum
 from forge_sandbox._verifier import VerifierResult, run_verifier
 
@@ -66,6 +66,12 @@ class AgentOutcomeError(Exception):
     def __init__(self, message: str, report: AgentReport | None = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class AgentResourceLimitError(AgentOutcomeError):
+    """The agent's processes ran into a sandbox limit (pids_max: e.g. a fork bomb, or
+    file_size_mb): the policy's own outcome, not infrastructure. Its processes are killed and
+    the verifier runs on what it left (a fork bomb that fixed nothing scores 0)."""
 
 
 class TrialAgent(Protocol):
@@ -132,6 +138,24 @@ def _exception_info(exc: BaseException, at: str) -> dict[str, Any]:
     }
 
 
+def _with_limits(report: AgentReport | None, killed: KillReport) -> AgentReport | None:
+    """The agent's report with what kill_processes found (if anything: processes left
+    running, limits hit) under metadata['sandbox']."""
+    if not killed.killed and not killed.limits_hit:
+        return report
+    base = report or AgentReport()
+    sandbox = {"processes_killed": killed.killed, "limits_hit": killed.limits_hit}
+    return base.model_copy(update={"metadata": {**(base.metadata or {}), "sandbox": sandbox}})
+
+
+def _limit_text(limits: list[str], spec: SandboxSpec) -> str:
+    text = {
+        "pids": f"pids_max={spec.pids_max} (forks refused)",
+        "file_size": f"file_size_mb={spec.file_size_mb} (SIGXFSZ)",
+    }
+    return " and ".join(text[name] for name in limits if name in text)
+
+
 async def run_trial(
     task: HarborTask,
     agent: AgentName | TrialAgent,
@@ -182,7 +206,26 @@ async def run_trial(
             except AgentOutcomeError as exc:
                 failure, report = exc, exc.report
             times["agent_execution"]["finished_at"] = _now()
-            # 3. the verifier
+            # 3. nothing the agent started may run on into the verifier (a fork bomb's
+            #    leftovers would fill pids_max); a limit it ran into is its own outcome, except
+            #    memory, an infrastructure error (an OOM-killed pod, as the seed counted it)
+            killed = await sandbox.kill_processes()
+            report = _with_limits(report, killed)
+            if killed.oom_killed:  # recorded over any agent outcome: the reward is invalid
+                raise SandboxOOMError(
+                    f"agent: expected its commands within the sandbox's {sandbox.spec.memory_mb} "
+                    "MiB memory limit; found a process OOM-killed; fix: raise the task's "
+                    "memory_mb ([environment] in task.toml)"
+                )
+            if failure is None and killed.limits_hit:
+                failure = AgentResourceLimitError(
+                    f"agent: its processes ran into the sandbox's "
+                    f"{_limit_text(killed.limits_hit, sandbox.spec)}; {killed.killed} left "
+                    "running were killed before the verifier (the policy's outcome, scored by "
+                    "the verifier, not an infrastructure error)",
+                    report,
+                )
+            # 4. the verifier
             times["verifier"] = {"started_at": _now(), "finished_at": None}
             verified = await run_verifier(
                 sandbox, task, timeout_s=verifier_timeout_s, logs_dir=trial_dir / "verifier"
@@ -190,6 +233,8 @@ async def run_trial(
             times["verifier"]["finished_at"] = _now()
         finally:
             await sandbox.stop()
+    except SandboxOOMError as exc:  # infrastructure, even after an agent outcome
+        failure = exc
     except Exception as exc:  # every failure is recorded by type, as Harbor does
         failure = failure or exc
     finished_at = _now()

@@ -30,12 +30,13 @@ from forge_sandbox._errors import (
     SandboxStateError,
     SandboxTransferError,
 )
-from forge_sandbox._exec import run_in_leaf
+from forge_sandbox._exec import kill_leaf, run_in_leaf
 from forge_sandbox._hostside import log_tail, prepare_workspace
-from forge_sandbox._spec import DEFAULT_PATH, ExecResult, SandboxSpec
+from forge_sandbox._spec import DEFAULT_PATH, ExecResult, KillReport, SandboxSpec
 from forge_sandbox._tar import check_sandbox_path, pack, unpack
 
 DEFAULT_HOST_UID = 100_000
+WRITABLE_FIX = "upload below a writable folder (/workspace, /tmp, /logs, /tests, /solution)"
 EXEC_OOM_SCORE_ADJ = 500  # the OOM killer takes an exec's process before the sandbox's init
 USERNS_HINT = (
     "fix: allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0; Ubuntu >= "
@@ -72,6 +73,8 @@ class LocalSandbox:
         self._init: asyncio.subprocess.Process | None = None
         self._tools: _bwrap.Tools | None = None
         self._execs = 0
+        self._leaves: list[Cgroup] = []  # exec leaves that may still hold processes
+        self._hits: set[str] = set()  # limits any exec ran into since start
         self.info: dict[str, Any] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -283,8 +286,37 @@ class LocalSandbox:
         argv_full = _bwrap.join_argv(
             self._tools, leaf.procs_files, self.spec, inner, EXEC_OOM_SCORE_ADJ
         )
-        return await run_in_leaf(
+        self._leaves.append(leaf)
+        result = await run_in_leaf(
             argv_full, leaf, timeout_s, self.spec.max_output_bytes, stdin, stdout_sink
+        )
+        self._record(result.oom_killed, result.pids_limit_hit, result.file_size_limit_hit)
+        if not leaf.exists():  # retired: nothing of it left to kill
+            with contextlib.suppress(ValueError):
+                self._leaves.remove(leaf)
+        return result
+
+    def _record(self, oom: bool, pids: bool, file_size: bool) -> None:
+        for name, hit in (("memory", oom), ("pids", pids), ("file_size", file_size)):
+            if hit:
+                self._hits.add(name)
+
+    async def kill_processes(self) -> KillReport:
+        """Kill every exec's leaf (its leftover and in-flight processes), keep the init and
+        the files; report the processes killed and the limits hit since start()."""
+        self._require_running()
+        killed = 0
+        leaves, self._leaves = self._leaves, []
+        for leaf in leaves:
+            if not leaf.exists():
+                continue  # retired: its exec finished with nothing left running
+            self._record(leaf.oom_kills() > 0, leaf.pids_limit_hits() > 0, False)
+            killed += await asyncio.to_thread(kill_leaf, leaf)
+        return KillReport(
+            killed=killed,
+            oom_killed="memory" in self._hits,
+            pids_limit_hit="pids" in self._hits,
+            file_size_limit_hit="file_size" in self._hits,
         )
 
     def _require_running(self) -> None:
@@ -320,8 +352,8 @@ class LocalSandbox:
         if result.exit_code != 0:
             raise SandboxTransferError(
                 f"upload {local_path} -> {target}: expected tar to succeed; found exit "
-                f"{result.exit_code}: {result.stderr.strip()!r}; fix: upload below a writable "
-                "folder (/workspace, /tmp, /logs, /tests, /solution)"
+                f"{result.exit_code}: {result.stderr.strip()!r}; fix: "
+                + (_limit_fix(result, self.spec) or WRITABLE_FIX)
             )
 
     async def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
@@ -339,7 +371,21 @@ class LocalSandbox:
             if result.exit_code != 0:
                 raise SandboxTransferError(
                     f"download {source}: expected tar to succeed; found exit "
-                    f"{result.exit_code}: {result.stderr.strip()!r}; fix: check the path exists"
+                    f"{result.exit_code}: {result.stderr.strip()!r}; fix: "
+                    + (_limit_fix(result, self.spec) or "check the path exists")
                 )
             archive.seek(0)
             await asyncio.to_thread(unpack, archive, name, Path(local_path))
+
+
+def _limit_fix(result: ExecResult, spec: SandboxSpec) -> str | None:
+    """The fix for a transfer that failed because the sandbox was at a limit, else None."""
+    fixes = {
+        "pids": f"the sandbox is at pids_max={spec.pids_max} (forks refused): kill what runs "
+        "in it first (Sandbox.kill_processes(), as run_trial does before the verifier)",
+        "memory": f"the sandbox is at its memory limit ({spec.memory_mb} MiB, /tmp included): "
+        "kill what runs in it (Sandbox.kill_processes()) or raise memory_mb",
+        "file_size": f"a file passed file_size_mb={spec.file_size_mb}: raise file_size_mb",
+    }
+    hit = result.limit_hit
+    return fixes[hit] if hit is not None else None

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
 
-from forge_sandbox._spec import ExecResult, SandboxSpec
+from forge_sandbox._spec import ExecResult, KillReport, SandboxSpec
 
 
 @runtime_checkable
@@ -49,6 +49,13 @@ class Sandbox(Protocol):
 
     async def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
         """Copy a sandbox file or directory to `local_path`, refusing escaping entries."""
+        ...
+
+    async def kill_processes(self) -> KillReport:
+        """Kill every process of the sandbox but its init (what an agent left running, e.g. a
+        fork bomb filling pids_max; in-flight execs included), keeping its files, so the
+        verifier starts on a sandbox with its whole limits free. Report how many were killed
+        and which limits the sandbox's processes ran into since start()."""
         ...
 
     async def stop(self) -> None:

@@ -156,3 +156,26 @@ class ExecResult(BaseModel):
     def ok(self) -> bool:
         """Exit code 0, no timeout, no OOM kill."""
         return self.exit_code == 0 and not self.timed_out and not self.oom_killed
+
+
+class KillReport(BaseModel):
+    """What `Sandbox.kill_processes()` found: how many processes it killed (everything but the
+    sandbox's init), and which limits any process of the sandbox ran into since start() (the
+    execs that finished and the processes just killed)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    killed: int = Field(ge=0, description="Processes killed (left running by earlier execs).")
+    oom_killed: bool = Field(description="A process of the sandbox was OOM-killed.")
+    pids_limit_hit: bool = Field(description="A fork or thread was refused at pids_max.")
+    file_size_limit_hit: bool = Field(description="An exec ended with SIGXFSZ's status.")
+
+    @property
+    def limits_hit(self) -> list[str]:
+        """The limits hit ('memory', 'pids', 'file_size'), in that order."""
+        pairs = (
+            ("memory", self.oom_killed),
+            ("pids", self.pids_limit_hit),
+            ("file_size", self.file_size_limit_hit),
+        )
+        return [name for name, hit in pairs if hit]
