@@ -113,7 +113,7 @@ def test_exact_boundary(upstream, gateway_at, tiny_model_dir, tmp_path, post, co
 
 
 def test_tokenizer_counter_refuses_a_chat_body_without_messages(tiny_model_dir) -> None:
-    counter = TokenizerCounter(tiny_model_dir)
+    counter = TokenizerCounter(tiny_model_dir, window=WINDOW)
     try:
         with pytest.raises(CountError) as raised:
             counter._count_sync("chat.completions", {"model": "tiny"})

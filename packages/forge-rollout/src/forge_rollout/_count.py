@@ -3,8 +3,14 @@
 Two ways, same contract (`count(endpoint, body) -> int`, or raise `CountError` carrying the
 answer to send back): ask the upstream's `/tokenize` (vLLM's, with `messages` for chat; one
 extra loopback round trip per request), or render + tokenize in-process with the model's own
-tokenizer (`--tokenizer DIR`; no round trip, CPU time in a worker thread). Both count exactly
+tokenizer (`--tokenizer DIR`; no round trip, CPU time in worker threads). Both count exactly
 what the server will see, as long as the tokenizer directory is the served model's.
+
+The in-process counter never tokenizes a prompt that cannot fit: no token covers more than
+`max_token_bytes` bytes of text (the longest token of the vocabulary, measured once), so a
+rendered prompt longer than `window * max_token_bytes` bytes has more than `window` tokens and
+is refused from its byte length alone (`PromptTooLong`). Counting runs in a pool of several
+threads (the Rust tokenizer releases the GIL), so a long prompt does not queue short ones.
 """
 
 from __future__ import annotations
@@ -61,6 +67,32 @@ def _chat_messages(body: dict[str, Any]) -> list[Any]:
     raise CountError(400, json.dumps(error).encode())
 
 
+class PromptTooLong(Exception):
+    """The rendered prompt has more bytes than `window * max_token_bytes`: it cannot fit."""
+
+    def __init__(self, prompt_bytes: int, max_token_bytes: int):
+        super().__init__(f"prompt of {prompt_bytes} bytes (tokens of at most {max_token_bytes})")
+        self.prompt_bytes = prompt_bytes
+        self.max_token_bytes = max_token_bytes
+
+
+def longest_token_bytes(tokenizer: Any) -> int:
+    """Bytes of text the longest vocabulary token can stand for (an upper bound, >= 1).
+
+    The larger of each token's vocabulary string in UTF-8 (byte-level BPE's `Ġ` is 2 bytes for
+    one byte of text, SentencePiece's `▁` 3 for one: both over-count) and its decoded text.
+    """
+    vocab: dict[str, int] = tokenizer.get_vocab()
+    raw = max((len(token.encode("utf-8")) for token in vocab), default=1)
+    texts = tokenizer.batch_decode(
+        [[i] for i in sorted(vocab.values())],
+        skip_special_tokens=False,
+        clean_up_tokenization_spaces=False,
+    )
+    decoded = max((len(text.encode("utf-8")) for text in texts), default=1)
+    return max(raw, decoded, 1)
+
+
 class UpstreamCounter:
     """Counts with the upstream's `/tokenize` (vLLM: `{"count": N, ...}`)."""
 
@@ -99,11 +131,18 @@ class TokenizerCounter:
 
     name = "tokenizer"
 
-    def __init__(self, tokenizer_dir: str | os.PathLike[str]):
+    def __init__(self, tokenizer_dir: str | os.PathLike[str], *, window: int, workers: int = 4):
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forge-count")
+        self.max_token_bytes = longest_token_bytes(self.tokenizer)
+        self.max_prompt_bytes = window * self.max_token_bytes  # longer cannot fit the window
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="forge-count")
+
+    def _fits_in_bytes(self, text: str) -> None:
+        size = len(text.encode("utf-8"))
+        if size > self.max_prompt_bytes:
+            raise PromptTooLong(size, self.max_token_bytes)
 
     def _count_sync(self, endpoint: str, body: dict[str, Any]) -> int:
         if endpoint == "chat.completions":
@@ -118,10 +157,13 @@ class TokenizerCounter:
                 tokenize=False,
                 **kwargs,
             )
+            assert isinstance(text, str), f"tokenize=False renders text; found {type(text)}"
+            self._fits_in_bytes(text)
             return len(self.tokenizer.encode(text, add_special_tokens=False))
         prompt = _single_prompt(body)
         if isinstance(prompt, list):
             return len(prompt)
+        self._fits_in_bytes(prompt)
         add = bool(body.get("add_special_tokens", True))
         return len(self.tokenizer.encode(prompt, add_special_tokens=add))
 
@@ -129,7 +171,7 @@ class TokenizerCounter:
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self.pool, self._count_sync, endpoint, body)
-        except CountError:
+        except (CountError, PromptTooLong):
             raise
         except Exception as error:  # template errors: a bad request, not a gateway crash
             message = f"expected messages the chat template can render; found {error!r}"

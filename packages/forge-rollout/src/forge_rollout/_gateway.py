@@ -1,10 +1,11 @@
 """`forge-rollout gateway`: context guard + exact token traces in front of vLLM or `serve`.
 
-Per `/sessions/{session_id}/v1/(chat/)completions` request: 1. parse (400 of its own for bad
-JSON), 2. guard max_tokens <= 0, 3. count the prompt exactly and guard the window, 4. forward
-with ids + log-probs injected, 5. pass errors/timeouts through and record nothing, 6. record
-one trace per valid choice (only while the client is still connected), 7. answer with the
-injected fields stripped. `/health`, `/stats`, `/v1/models`, `/tokenize`, `/detokenize` too.
+Per `/sessions/{session_id}/v1/(chat/)completions` request: 1. read at most `max_body_bytes`
+and parse (400 of its own for bad JSON), 2. guard max_tokens <= 0, 3. count the prompt exactly
+and guard the window, 4. forward with ids + log-probs injected, 5. pass errors/timeouts through
+and record nothing, 6. record one trace per valid choice (only while the client is still
+connected), 7. answer with the injected fields stripped. `/health`, `/stats`, `/v1/models`,
+`/tokenize`, `/detokenize` too.
 """
 
 from __future__ import annotations
@@ -19,13 +20,23 @@ import aiohttp
 from aiohttp import web
 
 from forge_rollout._capture import choice_records, inject, params_of, strip
-from forge_rollout._count import CountError, TokenizerCounter, UpstreamCounter
+from forge_rollout._count import CountError, PromptTooLong, TokenizerCounter, UpstreamCounter
 from forge_rollout._gateway_config import GatewayConfig, check_guard_gate
-from forge_rollout._guard import check_context, check_max_tokens, openai_error, requested_max_tokens
+from forge_rollout._guard import (
+    check_context,
+    check_max_tokens,
+    openai_error,
+    refuse_body_size,
+    refuse_prompt_bytes,
+    requested_max_tokens,
+)
 from forge_rollout._stats import GatewayStats
 from forge_rollout._traces import TRACE_SCHEMA, TraceWriter, check_session_id
 
 ENDPOINTS = {"chat/completions": "chat.completions", "completions": "completions"}
+UPSTREAM_COUNT_MAX_BODY = 256 * 1024 * 1024  # counting with /tokenize: no byte bound known
+JSON_ESCAPE_GROWTH = 6  # one byte of text can take 6 bytes of JSON (\u0001)
+READ_CHUNK = 256 * 1024
 
 
 def _json(status: int, body: dict[str, Any]) -> web.Response:
@@ -47,6 +58,7 @@ class Gateway:
         self.writer = TraceWriter(config.traces_dir, fsync=config.fsync)
         self.session: aiohttp.ClientSession | None = None
         self.counter: TokenizerCounter | UpstreamCounter | None = None
+        self.max_body_bytes = config.max_body_bytes or UPSTREAM_COUNT_MAX_BODY
 
     @property
     def client(self) -> aiohttp.ClientSession:
@@ -65,7 +77,14 @@ class Gateway:
             auto_decompress=True,
         )
         if self.config.tokenizer_dir is not None:
-            self.counter = TokenizerCounter(self.config.tokenizer_dir)
+            self.counter = TokenizerCounter(
+                self.config.tokenizer_dir,
+                window=self.config.window,
+                workers=self.config.count_workers,
+            )
+            if self.config.max_body_bytes is None:
+                bound = self.counter.max_prompt_bytes
+                self.max_body_bytes = JSON_ESCAPE_GROWTH * bound + 1024 * 1024
         else:
             self.counter = UpstreamCounter(self.session, self.upstream, self.config.count_timeout)
         if self.config.check_upstream:
@@ -104,11 +123,20 @@ class Gateway:
         problem = check_session_id(session_id)
         if problem:
             return _json(400, openai_error(problem, param=None, code="invalid_session_id"))
+        raw = await self._read_body(request)
+        if raw is None:
+            self.stats.guard_refused += 1
+            too_big = refuse_body_size(
+                request.content_length, self.max_body_bytes, self.config.window
+            )
+            return _json(400, too_big)
         try:
-            body = json.loads(await request.read())
+            body = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as error:
             message = f"expected a JSON object body; found invalid JSON ({error}); fix: send JSON"
             return _json(400, openai_error(message, param=None, code="invalid_json"))
+        finally:
+            del raw
         if not isinstance(body, dict):
             message = f"expected a JSON object body; found {type(body).__name__}"
             return _json(400, openai_error(message, param=None, code="invalid_json"))
@@ -128,6 +156,12 @@ class Gateway:
                 prompt_tokens = await self.counter.count(endpoint, body)
             except CountError as error:
                 return _passed_through(error.status, error.body, error.content_type)
+            except PromptTooLong as error:
+                self.stats.guard_refused += 1
+                too_long = refuse_prompt_bytes(
+                    error.prompt_bytes, error.max_token_bytes, self.config.window
+                )
+                return _json(400, too_long)
             except (TimeoutError, aiohttp.ClientError) as error:
                 return self._upstream_failure(error, "POST /tokenize")
             count_ms = (time.perf_counter() - clock) * 1000
@@ -228,6 +262,20 @@ class Gateway:
             self.writer.append(session_id, build)
             self.stats.traces_written += 1
 
+    async def _read_body(self, request: web.Request) -> bytes | None:
+        """The body, or None when it is over `max_body_bytes` (read no further than that)."""
+        limit = self.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            return None  # aiohttp drains the unread rest after the answer (lingering close)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.content.iter_chunked(READ_CHUNK):
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     def _upstream_failure(self, error: BaseException, what: str) -> web.Response:
         if isinstance(error, TimeoutError):
             self.stats.upstream_timeouts += 1
@@ -277,6 +325,7 @@ class Gateway:
                 "reserve": self.config.reserve,
                 "traces_dir": str(self.config.traces_dir),
                 "count": self.counter.name if self.counter else None,
+                "max_body_bytes": self.max_body_bytes,
             },
             "upstream": upstream,
         }

@@ -42,6 +42,18 @@ class GatewayConfig(BaseModel):
         default=True, description="At start, require the upstream's max_model_len == window."
     )
     upstream_wait: float = Field(default=60.0, ge=0, description="Seconds to wait for it.")
+    max_body_bytes: int | None = Field(
+        default=None,
+        ge=1024,
+        description=(
+            "Largest model-call body read (bigger: 400 context_length_exceeded). Default: with "
+            "--tokenizer, 6 x window x the longest token's bytes + 1 MiB (6: JSON's worst "
+            "escape, \\u00XX for one byte); counting with /tokenize, 256 MiB."
+        ),
+    )
+    count_workers: int = Field(
+        default=4, ge=1, description="Threads counting prompts with --tokenizer (in parallel)."
+    )
 
 
 async def _upstream_windows(

@@ -71,3 +71,36 @@ def check_context(
         param="messages",
         code="context_length_exceeded",
     )
+
+
+def refuse_prompt_bytes(prompt_bytes: int, max_token_bytes: int, window: int) -> dict[str, Any]:
+    """The guard's answer to a prompt too long in bytes to fit (no token spans more bytes).
+
+    A prompt of B bytes has at least ceil(B / max_token_bytes) tokens, so B > window *
+    max_token_bytes cannot fit; the gateway refuses it without tokenizing it.
+    """
+    at_least = -(-prompt_bytes // max_token_bytes)
+    return openai_error(
+        f"This model's maximum context length is {window} tokens. However, you requested "
+        f"at least {at_least} tokens: the messages are {prompt_bytes} bytes and no token spans "
+        f"more than {max_token_bytes} bytes, so at most {window * max_token_bytes} bytes can "
+        "fit. Please reduce the length of the messages.",
+        param="messages",
+        code="context_length_exceeded",
+    )
+
+
+def refuse_body_size(body_bytes: int | None, limit: int, window: int) -> dict[str, Any]:
+    """The guard's answer to a request body over the gateway's byte cap (never read whole).
+
+    `body_bytes` is the declared Content-Length, or None for a chunked body cut at the cap.
+    """
+    size = f"{body_bytes} bytes" if body_bytes is not None else f"over {limit} bytes (chunked)"
+    return openai_error(
+        f"This model's maximum context length is {window} tokens. However, the request body "
+        f"is {size}, more than the {limit} bytes the gateway accepts (no prompt "
+        "this long can fit the window). Please reduce the length of the messages (or raise "
+        "the gateway's max_body_bytes if the body is mostly not prompt).",
+        param="messages",
+        code="context_length_exceeded",
+    )
