@@ -1,10 +1,12 @@
-"""Faults the gateway must survive (issue 14): an oversized body, a slow count. Each answers
-JSON, and other sessions keep being served."""
+"""Faults the gateway must survive (issue 14): an oversized body, a slow count, a full traces
+disk, JSON nested too deeply. Each answers JSON, and other sessions keep being served."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -13,6 +15,8 @@ from typing import Any
 
 import aiohttp
 import pytest
+
+from forge_rollout._traces import read_traces
 
 CHAT = "/sessions/{}/v1/chat/completions"
 BIG_BODY_BYTES = 50_000_000
@@ -161,3 +165,48 @@ def test_a_slow_count_does_not_queue_other_sessions(tokenizer_gateway, post, mon
         release.set()
         slow.join(30)
     assert result["slow"][0] == 200
+
+
+def test_full_traces_disk_answers_json_logs_once_and_reports(
+    stub_gateway, http, post, caplog
+) -> None:
+    url, _, traces, gateway = stub_gateway
+    real_append = gateway.writer.append
+
+    def full_disk(session_id: str, build: Any) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    gateway.writer.append = full_disk
+    caplog.set_level(logging.INFO)
+    for _ in range(3):
+        status, body = post(url + CHAT.format("s1"), chat("hello", max_tokens=2))
+        assert status == 507, body
+        assert body["error"]["type"] == "trace_write_failed" and body["error"]["code"] == 507
+        assert "ENOSPC" in body["error"]["message"] and "fix:" in body["error"]["message"]
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].name == "forge_rollout.gateway", errors
+    assert errors[0].exc_info is None, "one line, not a traceback"
+    status, raw = http("GET", f"{url}/health")
+    health = json.loads(raw)
+    assert status == 503 and health["status"] == "traces_unwritable"
+    assert health["traces"]["ok"] is False and "ENOSPC" in health["traces"]["error"]
+    stats = json.loads(http("GET", f"{url}/stats")[1])
+    assert stats["trace_write_failures"] == 3 and "ENOSPC" in stats["last_trace_error"]
+    assert stats["traces_written"] == 0
+    # space is back: the next call is answered and traced, /health is ok again
+    gateway.writer.append = real_append
+    status, _ = post(url + CHAT.format("s1"), chat("hello", max_tokens=2))
+    assert status == 200 and len(read_traces(traces, "s1")) == 1
+    status, raw = http("GET", f"{url}/health")
+    assert status == 200 and json.loads(raw)["status"] == "ok"
+
+
+def test_deeply_nested_json_is_invalid_json(stub_gateway, http) -> None:
+    url, state, _, _ = stub_gateway
+    depth = 100_000
+    body = b'{"messages": ' + b"[" * depth + b"]" * depth + b"}"
+    status, raw = http("POST", url + CHAT.format("s1"), body)
+    assert status == 400, raw[:200]
+    error = json.loads(raw)["error"]
+    assert error["code"] == "invalid_json" and "nested too deeply" in error["message"]
+    assert sum(state.calls.values()) == 0

@@ -4,14 +4,17 @@ Per `/sessions/{session_id}/v1/(chat/)completions` request: 1. read at most `max
 and parse (400 of its own for bad JSON), 2. guard max_tokens <= 0, 3. count the prompt exactly
 and guard the window, 4. forward with ids + log-probs injected, 5. pass errors/timeouts through
 and record nothing, 6. record one trace per valid choice (only while the client is still
-connected), 7. answer with the injected fields stripped. `/health`, `/stats`, `/v1/models`,
-`/tokenize`, `/detokenize` too.
+connected; a failed trace write withholds the answer: JSON 507/500, logged once, reported by
+`/health` and `/stats`), 7. answer with the injected fields stripped. `/health`, `/stats`,
+`/v1/models`, `/tokenize`, `/detokenize` too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import logging
 import time
 import uuid
 from typing import Any
@@ -37,6 +40,9 @@ ENDPOINTS = {"chat/completions": "chat.completions", "completions": "completions
 UPSTREAM_COUNT_MAX_BODY = 256 * 1024 * 1024  # counting with /tokenize: no byte bound known
 JSON_ESCAPE_GROWTH = 6  # one byte of text can take 6 bytes of JSON (\u0001)
 READ_CHUNK = 256 * 1024
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
+
+log = logging.getLogger("forge_rollout.gateway")
 
 
 def _json(status: int, body: dict[str, Any]) -> web.Response:
@@ -59,6 +65,7 @@ class Gateway:
         self.session: aiohttp.ClientSession | None = None
         self.counter: TokenizerCounter | UpstreamCounter | None = None
         self.max_body_bytes = config.max_body_bytes or UPSTREAM_COUNT_MAX_BODY
+        self.trace_error: str | None = None  # the last trace write failed (cleared on success)
 
     @property
     def client(self) -> aiohttp.ClientSession:
@@ -134,6 +141,12 @@ class Gateway:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as error:
             message = f"expected a JSON object body; found invalid JSON ({error}); fix: send JSON"
+            return _json(400, openai_error(message, param=None, code="invalid_json"))
+        except RecursionError:
+            message = (
+                "expected a JSON object body; found JSON nested too deeply to parse; "
+                "fix: send messages without deep nesting"
+            )
             return _json(400, openai_error(message, param=None, code="invalid_json"))
         finally:
             del raw
@@ -214,9 +227,15 @@ class Gateway:
             self.stats.untraced_choices += len(problems)
             self.stats.last_untraced = problems[-1]
         model = str(body.get("model") or answer_json.get("model") or "")
-        self._record(
-            session_id, endpoint, body, model, records, started, count_ms, upstream_ms, clock
-        )
+        try:
+            self._record(
+                session_id, endpoint, body, model, records, started, count_ms, upstream_ms, clock
+            )
+        except OSError as error:
+            return self._trace_failure(error)
+        if self.trace_error is not None:
+            log.warning("trace writes succeed again (after: %s)", self.trace_error)
+            self.trace_error = None
         self.stats.overhead_ms.append((time.perf_counter() - clock) * 1000 - upstream_ms)
         # 7. answer
         return _passed_through(status, out, "application/json")
@@ -276,6 +295,25 @@ class Gateway:
             chunks.append(chunk)
         return b"".join(chunks)
 
+    def _trace_failure(self, error: OSError) -> web.Response:
+        """A trace could not be written: withhold the answer (JSON), log the first failure."""
+        self.stats.trace_write_failures += 1
+        name = errno.errorcode.get(error.errno or 0, "OSError")
+        reason = f"{name}: {error.strerror or error} (traces_dir {self.config.traces_dir})"
+        self.stats.last_trace_error = reason
+        if self.trace_error is None:  # once per outage, not one traceback per request
+            log.error("cannot write traces; answers are withheld until one succeeds: %s", reason)
+        self.trace_error = reason
+        status = 507 if error.errno in FULL_DISK else 500
+        message = (
+            f"expected to record this call's trace; found {reason}; the answer is withheld (an "
+            "untraced call cannot be trained on); fix: free space on the traces disk or point "
+            "--traces at a writable folder"
+        )
+        return _json(
+            status, {"error": {"message": message, "type": "trace_write_failed", "code": status}}
+        )
+
     def _upstream_failure(self, error: BaseException, what: str) -> web.Response:
         if isinstance(error, TimeoutError):
             self.stats.upstream_timeouts += 1
@@ -317,15 +355,24 @@ class Gateway:
         except (TimeoutError, aiohttp.ClientError) as error:
             upstream["error"] = repr(error)
         upstream["latency_ms"] = round((time.perf_counter() - clock) * 1000, 3)
-        healthy = upstream["status"] == 200
+        healthy = upstream["status"] == 200 and self.trace_error is None
+        if self.trace_error is not None:
+            status = "traces_unwritable"
+        else:
+            status = "ok" if healthy else "upstream_unhealthy"
         body = {
-            "status": "ok" if healthy else "upstream_unhealthy",
+            "status": status,
             "gateway": {
                 "window": self.config.window,
                 "reserve": self.config.reserve,
                 "traces_dir": str(self.config.traces_dir),
                 "count": self.counter.name if self.counter else None,
                 "max_body_bytes": self.max_body_bytes,
+            },
+            "traces": {
+                "ok": self.trace_error is None,
+                "error": self.trace_error,
+                "write_failures": self.stats.trace_write_failures,
             },
             "upstream": upstream,
         }

@@ -40,6 +40,8 @@ class GatewayStats:
     traces_written: int = 0
     untraced_choices: int = 0
     last_untraced: str | None = None
+    trace_write_failures: int = 0
+    last_trace_error: str | None = None
     count_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     upstream_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     overhead_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
@@ -54,6 +56,8 @@ class GatewayStats:
             "traces_written": self.traces_written,
             "untraced_choices": self.untraced_choices,
             "last_untraced": self.last_untraced,
+            "trace_write_failures": self.trace_write_failures,
+            "last_trace_error": self.last_trace_error,
             "prompt_count": _latency(self.count_ms),
             "upstream": _latency(self.upstream_ms),
             "gateway_overhead": _latency(self.overhead_ms),
