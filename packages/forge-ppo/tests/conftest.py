@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -10,10 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 from peft import PeftModel, get_peft_model
+from safetensors.torch import load_file, save_file
 from transformers import Qwen2Config, Qwen2ForCausalLM
 from transformers.utils import logging as hf_logging
 
-from forge_gates import CheckpointSpec, LoRASpec
+from forge_gates import CheckpointSpec, LoRASpec, file_sha256
 from forge_ppo import UpdateRecord, UpdateTracker, ValueModel, lora_config, save_checkpoint
 
 torch.set_num_threads(1)
@@ -116,6 +118,27 @@ def checkpoint_copy(saved, tmp_path) -> Path:
     target = tmp_path / "global_step_1"
     shutil.copytree(saved[0], target)
     return target
+
+
+def _poison_and_rehash(folder: Path, name: str, part: str = "lora_B") -> str:
+    """Write a NaN into the first `part` tensor of `name` and re-hash the summary, so the file
+    checks pass and only the values are wrong (what a diverged parent looks like)."""
+    weights = folder / name
+    tensors = load_file(weights)
+    key = sorted(k for k in tensors if part in k)[0]
+    tensors[key].view(-1)[0] = float("nan")
+    save_file(tensors, weights)
+    summary_path = folder / "checkpoint-summary.json"
+    summary = json.loads(summary_path.read_text())
+    summary["files"][name].update(bytes=weights.stat().st_size, sha256=file_sha256(weights))
+    summary_path.write_text(json.dumps(summary))
+    return key
+
+
+@pytest.fixture
+def poison_and_rehash():
+    """`(folder, file, part="lora_B") -> key`: a NaN in a saved tensor, the summary re-hashed."""
+    return _poison_and_rehash
 
 
 @pytest.fixture

@@ -229,3 +229,23 @@ def test_checkpoint_retention_keeps_the_last_k_and_the_best_validated() -> None:
     assert retired_checkpoints([1, 2, 3, 4], 2, 1) == [2]  # step 1 validated best: kept
     assert retired_checkpoints([1, 2, 3, 4], 2, 4) == [1, 2]
     assert retired_checkpoints([3, 1, 2], 1, 0) == [1, 2]  # step 0 (no checkpoint) protects none
+
+
+def test_a_bad_warm_start_checkpoint_stops_before_a_run_folder(
+    tmp_path: Path, cache_dir: Path, capsys, saved, tiny, poison_and_rehash
+) -> None:
+    """A NaN in lora_B (summary re-hashed) and a missing folder are refused by their own rule,
+    each violation printed once, before any run folder, server or gateway exists."""
+    parent = tmp_path / "global_step_1"
+    shutil.copytree(saved[0], parent)
+    poison_and_rehash(parent, "lora_adapter/adapter_model.safetensors")
+    lora = [f"lora.rank={tiny.lora.rank}", f"lora.alpha={tiny.lora.alpha}",
+            f"lora.target_modules={json.dumps(list(tiny.lora.target_modules))}"]  # fmt: skip
+    for warm, rule in ((parent, "checkpoint.finite"), (tmp_path / "nowhere", "checkpoint.folder")):
+        sets = [f"model.path={tiny.base}", *lora, f"checkpoint.warm_start={warm}"]
+        assert main(train_args(tmp_path, cache_dir, *sets)) == 1
+        captured = capsys.readouterr()
+        assert captured.err.count(f"[{rule}]") == 1, captured.err
+        assert "PPO_WARM_START_CONFIG" in captured.err and "actor.value" not in captured.err
+        assert "PPO_CONTEXT_GUARD_PASSED" not in captured.out  # no gateway was started
+    assert not (tmp_path / "runs").exists()

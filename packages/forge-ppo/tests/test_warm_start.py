@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -226,3 +227,45 @@ def test_loaded_actor_checks_catch_zero_missing_unequal_and_meta(saved, tiny):
     module = actor.get_submodule(lora_name.rsplit(".", 1)[0])
     module.weight = torch.nn.Parameter(torch.empty(module.weight.shape, device="meta"))
     assert "actor.meta" in {v.rule for v in check_loaded_actor(actor, file_state)}
+
+
+@pytest.mark.parametrize(
+    ("name", "part"),
+    [("lora_adapter/adapter_model.safetensors", "lora_B"), ("critic/model.safetensors", "")],
+)
+def test_nan_in_a_saved_tensor_is_refused_by_name_before_loading(
+    checkpoint_copy, tiny, tmp_path, name, part, poison_and_rehash
+):
+    key = poison_and_rehash(checkpoint_copy, name, part)
+    run = tmp_path / "run"
+    run.mkdir()
+    base = tiny.base_lm()
+    with pytest.raises(GateError) as err:
+        _warm(tiny, checkpoint_copy, run, actor_base=base)
+    (v,) = err.value.violations
+    assert v.rule == "checkpoint.finite" and name in v.expected
+    assert f"{key}: 1 NaN, 0 inf" in v.found
+    assert [r.gate for r in read_ledger(run)] == ["PPO_WARM_START_CONFIG_FAILED"]
+    assert not any("lora" in n for n, _ in base.named_parameters())  # nothing injected
+
+
+def test_a_nan_after_loading_reads_as_non_finite_not_as_a_failed_load(
+    saved, tiny, tmp_path, poison_and_rehash
+):
+    path, *_ = saved
+    from peft import PeftModel
+
+    poisoned = tmp_path / "global_step_1"
+    shutil.copytree(path, poisoned)
+    key = poison_and_rehash(poisoned, "lora_adapter/adapter_model.safetensors")
+    actor = PeftModel.from_pretrained(tiny.base_lm(), poisoned / "lora_adapter")
+    file_state = load_file(poisoned / "lora_adapter/adapter_model.safetensors")
+    (v,) = check_loaded_actor(actor, file_state)
+    assert (v.rule, v.expected) == ("actor.finite", f"{key}: finite values")
+
+
+def test_a_missing_checkpoint_folder_says_no_such_folder(tiny, tmp_path):
+    with pytest.raises(GateError) as err:
+        _warm(tiny, tmp_path / "nowhere", None)
+    (v,) = err.value.violations
+    assert (v.rule, v.found) == ("checkpoint.folder", "no such folder")

@@ -27,11 +27,13 @@ class Violation(BaseModel):
 
 
 class GateError(RuntimeError):
-    """A gate failed: carries every violation; the message lists them all."""
+    """A gate failed: carries every violation; the message lists them all. `printed` is True
+    when `forge_gates.gate` already wrote that message to stderr (a CLI must not repeat it)."""
 
     def __init__(self, gate: str, violations: Iterable[Violation]) -> None:
         self.gate = gate
         self.violations: tuple[Violation, ...] = tuple(violations)
+        self.printed = False
         lines = [f"{gate}: {len(self.violations)} rule(s) violated"]
         lines += [f"  - {v}" for v in self.violations]
         super().__init__("\n".join(lines))

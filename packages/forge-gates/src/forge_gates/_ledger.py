@@ -126,6 +126,7 @@ def gate(
     if run_dir is not None and Path(run_dir).is_dir():
         record_gate(run_dir, failed_name(name), failure, stream=stream)
     print(str(error), file=sys.stderr, flush=True)
+    error.printed = True
     raise error
 
 

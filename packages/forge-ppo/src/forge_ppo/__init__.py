@@ -76,7 +76,12 @@ if TYPE_CHECKING:  # the names below resolve lazily (see __getattr__)
     from forge_ppo._update_metrics import episode_outcomes
     from forge_ppo._value_model import ValueModel
     from forge_ppo._verify import check_checkpoint_files, verify_checkpoint
-    from forge_ppo._warm_start import WarmStart, check_warm_start_config, warm_start
+    from forge_ppo._warm_start import (
+        WarmStart,
+        check_warm_start_checkpoint,
+        check_warm_start_config,
+        warm_start,
+    )
 
 _LAZY: dict[str, str] = {
     "Actor": "forge_ppo._actor",
@@ -103,6 +108,7 @@ _LAZY: dict[str, str] = {
     "aggregate_loss": "forge_ppo._losses",
     "check_adapter_rules": "forge_ppo._adapter",
     "check_checkpoint_files": "forge_ppo._verify",
+    "check_warm_start_checkpoint": "forge_ppo._warm_start",
     "check_warm_start_config": "forge_ppo._warm_start",
     "collate": "forge_ppo._batch",
     "compute_gae": "forge_ppo._gae",
@@ -161,6 +167,7 @@ __all__ = [
     "aggregate_loss",
     "check_adapter_rules",
     "check_checkpoint_files",
+    "check_warm_start_checkpoint",
     "check_warm_start_config",
     "collate",
     "compute_gae",

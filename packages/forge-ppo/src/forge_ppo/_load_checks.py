@@ -1,4 +1,5 @@
-"""Post-load verification for warm start: the adapter and the critic equal their files."""
+"""Warm-start tensor checks: the saved tensors are finite (before anything loads), and after
+loading the adapter and the critic equal their files."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 import torch
 from peft import PeftModel, get_peft_model_state_dict
+from safetensors import safe_open
 from safetensors.torch import load_file
 
 from forge_gates import Violation
@@ -16,8 +18,33 @@ def _v(rule: str, expected: object, found: object, fix: str) -> Violation:
     return Violation(rule=rule, expected=str(expected), found=str(found), fix=fix)
 
 
+def check_saved_finite(path: Path, *, label: str) -> list[Violation]:
+    """One violation for a safetensors file holding any NaN or inf (read one tensor at a time);
+    `label` names the file in the message (e.g. `lora_adapter/adapter_model.safetensors`)."""
+    bad: list[str] = []
+    with safe_open(path, "pt") as handle:
+        for key in sorted(handle.keys()):
+            tensor = handle.get_tensor(key)
+            if not tensor.is_floating_point() or bool(torch.isfinite(tensor).all()):
+                continue
+            nan = int(torch.isnan(tensor).sum())
+            bad.append(f"{key}: {nan} NaN, {int(tensor.isinf().sum())} inf of {tensor.numel()}")
+    if not bad:
+        return []
+    more = f" (+{len(bad) - 3} more tensors)" if len(bad) > 3 else ""
+    return [
+        _v(
+            "checkpoint.finite",
+            f"{label}: finite values in every tensor",
+            "; ".join(bad[:3]) + more,
+            "the parent diverged or the file was edited: warm start from an earlier checkpoint",
+        )
+    ]
+
+
 def check_loaded_actor(actor: PeftModel, file_state: dict[str, torch.Tensor]) -> list[Violation]:
-    """No meta tensors; the same LoRA keys as the file; each equal to it, finite, not all zero."""
+    """No meta tensors; the same LoRA keys as the file; each finite, equal to it, not all zero
+    (finite first: NaN never equals NaN, so a NaN tensor would read as a failed load)."""
     problems: list[Violation] = []
     meta = [n for n, p in actor.named_parameters() if p.is_meta]
     meta += [n for n, b in actor.named_buffers() if b.is_meta]
@@ -56,6 +83,15 @@ def check_loaded_actor(actor: PeftModel, file_state: dict[str, torch.Tensor]) ->
                     "match rank and base model",
                 )
             )
+        elif not bool(torch.isfinite(stored).all()):
+            problems.append(
+                _v(
+                    "actor.finite",
+                    f"{key}: finite values",
+                    f"{int(stored.isnan().sum())} NaN, {int(stored.isinf().sum())} inf in the file",
+                    "the parent diverged or the file was edited: use an earlier checkpoint",
+                )
+            )
         elif not torch.equal(value, stored.to(value.dtype)):
             problems.append(
                 _v(
@@ -65,8 +101,6 @@ def check_loaded_actor(actor: PeftModel, file_state: dict[str, torch.Tensor]) ->
                     "PEFT did not load this tensor; check the key names",
                 )
             )
-        elif not bool(torch.isfinite(stored).all()):
-            problems.append(_v("actor.finite", f"{key} finite", "NaN/inf", "use another parent"))
         elif not bool(stored.any()):
             problems.append(
                 _v(

@@ -32,7 +32,7 @@ from forge_gates import (
 )
 from forge_ppo._actor import Actor
 from forge_ppo._checkpoint import save_checkpoint
-from forge_ppo._models import build_models
+from forge_ppo._models import build_models, check_parent
 from forge_ppo._plan import RunPlan, plan_run, rounds
 from forge_ppo._rollouts import (
     episode_outcomes,
@@ -122,6 +122,7 @@ def train(
         {"phase": spec.phase},
     )
     model_dir = resolve_model(spec, cache_dir)
+    check_parent(spec, model_dir)  # a warm start's checkpoint, refused here and not 14 s in
     # the frozen split as frozen (tamper check): a changed task file stops here, named
     split = forge_data.verify_task_set(spec.data.tasks)
     gate(None, Gate.DATA_SPLIT_VERIFIED, split.violations, split.fields())

@@ -42,6 +42,16 @@ def check_checkpoint_files(
     """(summary or None, every integrity violation) for a global_step_N folder."""
     folder = Path(path)
     summary_path = folder / SUMMARY_NAME
+    if not folder.is_dir():
+        return None, [
+            _v(
+                "checkpoint.folder",
+                f"a global_step_N checkpoint folder at {folder}",
+                "a file" if folder.exists() else "no such folder",
+                "check the path (checkpoint.warm_start / the argument): "
+                "<run_dir>/checkpoints/global_step_N",
+            )
+        ]
     if not summary_path.is_file():
         return None, [
             _v(

@@ -2,7 +2,9 @@
 
 1. PPO_WARM_START_CONFIG_PASSED: every file's size and SHA-256 (truncation / edits), no
    optimizer or extra state, base model, LoRA rank / alpha / targets, vLLM adapter rules, the
-   critic's base model, architecture and dtype.
+   critic's base model, architecture and dtype, finite values in every saved tensor. All but
+   the architecture (`check_warm_start_checkpoint`) need no model: the pipeline runs them
+   before any run folder, server or gateway exists.
 2. PPO_ACTOR_LORA_LOAD_PASSED: `PeftModel.from_pretrained` on the given base model; no meta
    tensors; every expected LoRA key present (none extra); each loaded tensor equals the file,
    is finite and not all zero.
@@ -31,7 +33,7 @@ from forge_ppo._adapter import (
     DEFAULT_MAX_LORA_RANK,
     check_adapter_rules,
 )
-from forge_ppo._load_checks import check_loaded_actor, load_critic_strict
+from forge_ppo._load_checks import check_loaded_actor, check_saved_finite, load_critic_strict
 from forge_ppo._summary import (
     CRITIC_CONFIG,
     CRITIC_DIR,
@@ -83,16 +85,20 @@ def _same_model(a: str | None, b: str) -> bool:
         return False
 
 
-def check_warm_start_config(
-    checkpoint: Path,
+def check_warm_start_checkpoint(
+    checkpoint: str | os.PathLike[str],
     *,
     base_model: str,
     lora_spec: LoRASpec,
-    critic: ValueModel,
+    critic_base_model: str,
     max_lora_rank: int = DEFAULT_MAX_LORA_RANK,
 ) -> tuple[CheckpointSummary | None, list[Violation]]:
-    """Every reason `checkpoint` cannot warm start this run (nothing is loaded)."""
-    summary, problems = check_checkpoint_files(checkpoint)
+    """Every reason `checkpoint` cannot warm start this run that needs no model built: the
+    folder and its files (sizes, SHA-256, no extra state), the base model by content, LoRA rank /
+    alpha / targets, the vLLM adapter rules, the critic's base model and dtype, and finite
+    values in every saved tensor. Cheap enough to run before any run folder exists."""
+    folder = Path(checkpoint)
+    summary, problems = check_checkpoint_files(folder)
     if summary is None or problems:
         return summary, problems
     # the same base model by content, wherever it lies (a path is not an identity)
@@ -109,7 +115,7 @@ def check_warm_start_config(
                 "warm start only from a checkpoint of the same base model (same files)",
             )
         )
-    adapter = json.loads((checkpoint / ADAPTER_DIR / ADAPTER_CONFIG).read_text("utf-8"))
+    adapter = json.loads((folder / ADAPTER_DIR / ADAPTER_CONFIG).read_text("utf-8"))
     found = (
         adapter.get("r"),
         adapter.get("lora_alpha"),
@@ -125,19 +131,55 @@ def check_warm_start_config(
                 "set lora.rank / lora.alpha / lora.target_modules as in the parent",
             )
         )
-    with safe_open(checkpoint / ADAPTER_DIR / ADAPTER_WEIGHTS, "pt") as handle:
+    with safe_open(folder / ADAPTER_DIR / ADAPTER_WEIGHTS, "pt") as handle:
         names = list(handle.keys())
     problems += check_adapter_rules(adapter, names, max_lora_rank=max_lora_rank)
-    critic_config = json.loads((checkpoint / CRITIC_DIR / CRITIC_CONFIG).read_text("utf-8"))
-    if not _same_model(critic_config.get("base_model"), critic.base_model):
+    critic_config = json.loads((folder / CRITIC_DIR / CRITIC_CONFIG).read_text("utf-8"))
+    if not _same_model(critic_config.get("base_model"), critic_base_model):
         problems.append(
             _v(
                 "warm_start.critic_base_model",
-                critic.base_model,
+                critic_base_model,
                 critic_config.get("base_model"),
                 "build the critic from the parent's critic base model",
             )
         )
+    if critic_config.get("dtype") != summary.critic_dtype or summary.critic_dtype not in DTYPES:
+        problems.append(
+            _v(
+                "warm_start.critic_dtype",
+                f"{summary.critic_dtype} (summary)",
+                critic_config.get("dtype"),
+                "the critic files disagree; use another",
+            )
+        )
+    # NaN / inf in a saved tensor: refused here, by name (after loading it would read as a
+    # tensor PEFT failed to load, since NaN never equals NaN)
+    for part, name in ((ADAPTER_DIR, ADAPTER_WEIGHTS), (CRITIC_DIR, CRITIC_WEIGHTS)):
+        problems += check_saved_finite(folder / part / name, label=f"{part}/{name}")
+    return summary, problems
+
+
+def check_warm_start_config(
+    checkpoint: Path,
+    *,
+    base_model: str,
+    lora_spec: LoRASpec,
+    critic: ValueModel,
+    max_lora_rank: int = DEFAULT_MAX_LORA_RANK,
+) -> tuple[CheckpointSummary | None, list[Violation]]:
+    """Every reason `checkpoint` cannot warm start this run (nothing is loaded):
+    `check_warm_start_checkpoint`, then the critic's architecture against the built one."""
+    summary, problems = check_warm_start_checkpoint(
+        checkpoint,
+        base_model=base_model,
+        lora_spec=lora_spec,
+        critic_base_model=critic.base_model,
+        max_lora_rank=max_lora_rank,
+    )
+    if summary is None or any(v.rule.startswith("checkpoint.") for v in problems):
+        return summary, problems
+    critic_config = json.loads((checkpoint / CRITIC_DIR / CRITIC_CONFIG).read_text("utf-8"))
     saved = critic_config.get("backbone_config", {})
     ours = critic.backbone.config.to_dict()
     for key in ARCH_KEYS:
@@ -150,15 +192,6 @@ def check_warm_start_config(
                     "build the critic with the parent's architecture",
                 )
             )
-    if critic_config.get("dtype") != summary.critic_dtype or summary.critic_dtype not in DTYPES:
-        problems.append(
-            _v(
-                "warm_start.critic_dtype",
-                f"{summary.critic_dtype} (summary)",
-                critic_config.get("dtype"),
-                "the critic files disagree; use another",
-            )
-        )
     return summary, problems
 
 

@@ -230,7 +230,8 @@ def _train(args: argparse.Namespace) -> int:
             curves=args.curves,
         )
     except (GateError, FileNotFoundError) as error:
-        print(str(error), file=sys.stderr)
+        if not getattr(error, "printed", False):  # gate() printed its violations once
+            print(str(error), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(
