@@ -45,6 +45,17 @@ def test_bwrap_flags_isolate() -> None:
     assert argv.index("--remount-ro") > argv.index("--bind")  # after every mount under /
 
 
+def test_storage_mb_makes_workspace_and_tmp_sized_tmpfs_without_a_host_bind() -> None:
+    argv = bwrap_argv(TOOLS, SandboxSpec(storage_mb=8), Path("/state/ws"), 7)
+    assert "--bind" not in argv  # no writable host folder at all
+    assert _pairs(argv, "--ro-bind")[-1] == "/state/ws"  # the seed, read-only
+    for target in ("/workspace", "/tmp"):
+        at = argv.index(target, argv.index("--tmpfs") + 2) - 1
+        assert argv[at - 2 : at + 2] == ["--size", str(8 << 20), "--tmpfs", target]
+    assert argv[-1].startswith("cp -a /.forge-workspace-seed/. /workspace/ && echo ")
+    assert argv.index("--remount-ro") > argv.index("/.forge-workspace-seed")
+
+
 def test_host_network_is_opt_in() -> None:
     assert "--share-net" in bwrap_argv(TOOLS, SandboxSpec(network="host"), Path("/w"), 3)
 

@@ -352,3 +352,39 @@ def test_kill_processes_frees_the_limits_and_keeps_init_and_files(tmp_path: Path
     assert read.stdout.split() == ["kept", "kept", "exit", "0"] and not read.pids_limit_hit
     assert again.killed == 0 and again.limits_hit == ["pids"]  # since start()
     assert bomb.exit_code == 0
+
+
+def test_storage_mb_is_enforced_with_enospc_and_nothing_on_the_host_disk(tmp_path: Path) -> None:
+    """storage_mb = 8: /workspace (the task's files copied in, modes kept) and /tmp are tmpfs of
+    8 MiB; writing 16 MiB fails with ENOSPC; the host state folder holds no workspace."""
+    source = tmp_path / "repo"
+    source.mkdir()
+    (source / "run.sh").write_text("echo ran\n")
+    (source / "run.sh").chmod(0o755)
+    (source / "link").symlink_to("/etc/hostname")
+    spec = SandboxSpec(workspace=source, storage_mb=8, memory_mb=128)
+
+    async def main():
+        async with LocalSandbox(spec) as sandbox:
+            ran = await sandbox.exec("./run.sh && readlink link")
+            workspace = await sandbox.exec("head -c 16M /dev/zero > /workspace/big")
+            tmp = await sandbox.exec("head -c 16M /dev/zero > /tmp/big")
+            sizes = await sandbox.exec("stat -c %s /workspace/big /tmp/big")
+            state = sorted(p.name for p in sandbox._dir.iterdir())  # type: ignore[union-attr]
+            group = sandbox.cgroup
+            memory = (
+                group.paths["memory"] / "memory.limit_in_bytes"
+                if group.version == 1
+                else group.path / "memory.max"
+            )
+            limit = int(memory.read_text())
+        return ran, workspace, tmp, sizes, state, limit
+
+    ran, workspace, tmp, sizes, state, limit = run(main())
+    assert limit == (128 + 8) << 20  # tmpfs is charged to memory: memory_mb + storage_mb
+    assert ran.stdout.split() == ["ran", "/etc/hostname"]
+    for result in (workspace, tmp):
+        assert result.exit_code != 0 and "No space left on device" in result.stderr, result
+    assert all(int(n) <= 8 << 20 for n in sizes.stdout.split()), sizes.stdout
+    assert "workspace" not in state, state  # nothing of /workspace on the host disk
+    assert not (source / "big").exists()

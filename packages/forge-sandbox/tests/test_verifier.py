@@ -72,6 +72,11 @@ def test_parse_rewards(tmp_path: Path, files: dict[str, str], expected: dict) ->
         ({"reward.json": '{"reward": true}'}, VerifierOutputParseError),
         ({"reward.json": '{"reward": NaN}'}, VerifierOutputParseError),
         ({"reward.json": '{"reward": 1e999}'}, VerifierOutputParseError),
+        # outside [0, 1]: a broken verifier (infrastructure), never a score
+        ({"reward.txt": "1.5"}, VerifierOutputParseError),
+        ({"reward.txt": "-1"}, VerifierOutputParseError),
+        ({"reward.json": '{"reward": 1, "style": -0.5}'}, VerifierOutputParseError),
+        ({"reward.json": '{"reward": 2}'}, VerifierOutputParseError),
     ],
 )
 def test_parse_rewards_errors(tmp_path: Path, files: dict[str, str], error: type) -> None:
@@ -283,3 +288,10 @@ def test_exec_records_the_limits_it_hit() -> None:
     assert forks.pids_limit_hit and forks.limit_hit == "pids" and not forks.file_size_limit_hit
     assert big.file_size_limit_hit and big.exit_code == 153 and big.limit_hit == "file_size"
     assert fine.limit_hit is None and not fine.pids_limit_hit and fine.ok
+
+
+def test_task_toml_storage_mb_reaches_the_sandbox(make_task: TaskFactory) -> None:
+    toml = 'version = "1.0"\n[environment]\nstorage_mb = 1024\n'
+    task = load_task(make_task("disk", "exit 0\n", toml=toml))
+    assert task.storage_mb == 1024 and task.sandbox_spec().storage_mb == 1024
+    assert load_task(make_task("no-disk", "exit 0\n")).sandbox_spec().storage_mb is None

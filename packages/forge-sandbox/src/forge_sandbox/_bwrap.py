@@ -12,7 +12,8 @@ no network but a private loopback), `--unshare-user --uid/--gid` (an unprivilege
 root, bwrap would otherwise keep every capability and could remount host files read-write),
 `--die-with-parent` (nothing outlives the Python process), `--new-session` (no terminal
 injection), `--clearenv`, `--tmpfs /` + read-only binds + `--remount-ro /` (only /workspace,
-/tmp, /logs, /tests and /solution are writable, and only /workspace is a host folder).
+/tmp, /logs, /tests and /solution are writable, and only /workspace is a host folder; with
+`storage_mb`, /workspace and /tmp are tmpfs of that size instead: see bwrap_argv).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from forge_sandbox._errors import INSTALL_BWRAP, SandboxUnavailableError
 from forge_sandbox._spec import DEFAULT_PATH, SCRATCH_DIRS, SandboxSpec
 
 READY = "forge-sandbox-ready"
+SEED = "/.forge-workspace-seed"  # storage_mb: the host copy, read-only, copied into the tmpfs
 HOST_ENTRIES = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 ROOTFS_SKIP = frozenset(
     {"dev", "proc", "sys", "tmp", "run", "workspace", "logs", "tests", "solution"}
@@ -110,12 +112,19 @@ def bwrap_argv(tools: Tools, spec: SandboxSpec, workspace: Path, info_fd: int) -
     args += ["--uid", str(spec.uid), "--gid", str(spec.gid), "--cap-drop", "ALL"]
     args += ["--clearenv", "--setenv", "PATH", DEFAULT_PATH, "--hostname", spec.hostname]
     args += ["--tmpfs", "/", *root_binds(spec), "--dev", "/dev", "--proc", "/proc"]
+    size = [] if spec.storage_mb is None else ["--size", str(spec.storage_mb * 1024 * 1024)]
     for directory in SCRATCH_DIRS:
-        args += ["--tmpfs", directory]
+        args += [*(size if directory == "/tmp" else []), "--tmpfs", directory]
     for directory in LOG_DIRS:
         args += ["--dir", directory]
-    args += ["--bind", str(workspace), "/workspace", "--remount-ro", "/", "--chdir", "/workspace"]
-    args += ["--", "/bin/sh", "-c", f"echo {READY} && exec sleep infinity"]
+    if spec.storage_mb is None:
+        args += ["--bind", str(workspace), "/workspace"]
+        seed = ""
+    else:  # a size-limited tmpfs (ENOSPC past storage_mb), filled from the host copy
+        args += [*size, "--tmpfs", "/workspace", "--ro-bind", str(workspace), SEED]
+        seed = f"cp -a {SEED}/. /workspace/ && "
+    args += ["--remount-ro", "/", "--chdir", "/workspace"]
+    args += ["--", "/bin/sh", "-c", f"{seed}echo {READY} && exec sleep infinity"]
     return args
 
 

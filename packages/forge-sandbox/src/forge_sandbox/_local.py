@@ -127,7 +127,7 @@ class LocalSandbox:
             os.chown(self._dir, self._host_uid, self._host_uid)
         # 3. the sandbox's cgroup (its limits) and the init leaf
         limits = CgroupLimits(
-            memory_bytes=spec.memory_mb * 1024 * 1024,
+            memory_bytes=(spec.memory_mb + (spec.storage_mb or 0)) * 1024 * 1024,  # + tmpfs
             pids_max=spec.pids_max,
             cpu_quota_us=max(1000, int(spec.cpus * 100_000)),
         )
@@ -163,6 +163,8 @@ class LocalSandbox:
                 f"answer; bwrap said: {log_tail(log_path)!r}; fix: raise start_timeout_s or run "
                 "`forge-sandbox doctor`"
             ) from None
+        if spec.storage_mb is not None:  # copied into the tmpfs: no host copy stays behind
+            await asyncio.to_thread(shutil.rmtree, workspace, True)
 
     async def _await_ready(self, read_fd: int, log_path: Path) -> dict[str, Any]:
         assert self._init is not None and self._init.stdout is not None
@@ -191,6 +193,11 @@ class LocalSandbox:
             raise SandboxStartError(
                 f"sandbox start: expected bwrap to start; found exit code "
                 f"{self._init.returncode}, bwrap said: {log_tail(log_path)!r}; {USERNS_HINT}"
+                + (
+                    f"; or the workspace is larger than storage_mb={self.spec.storage_mb}"
+                    if self.spec.storage_mb is not None
+                    else ""
+                )
             )
         return info
 

@@ -15,6 +15,9 @@ class Sandbox(Protocol):
     """A pod-like sandbox: one long-lived environment, many commands, then a clean kill.
 
     State written in /workspace and /tmp persists between `exec` calls until `stop()`.
+    Every backend enforces the spec's limits (memory_mb, pids_max, cpus, file_size_mb, and
+    storage_mb: a write past it fails with ENOSPC, nothing reaches the host's disk unbounded)
+    or refuses the spec at start(); it never runs a sandbox with a limit silently dropped.
     Use it as an async context manager::
 
         async with LocalSandbox(SandboxSpec(workspace=repo)) as sandbox:

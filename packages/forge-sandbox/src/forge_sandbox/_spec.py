@@ -55,6 +55,14 @@ class SandboxSpec(BaseModel):
         default=512, ge=8, description="Most processes + threads alive at once in the sandbox."
     )
     cpus: float = Field(default=1.0, gt=0, le=256, description="CPU quota in cores (CFS quota).")
+    storage_mb: int | None = Field(
+        default=None,
+        ge=1,
+        description="Disk limit, MiB: writing more to /workspace (or to /tmp) fails with ENOSPC. "
+        "Local backend: /workspace and /tmp are tmpfs of this size (the workspace copied in), "
+        "charged to the memory cgroup, whose limit becomes memory_mb + storage_mb. None: "
+        "/workspace is a host folder without a size limit.",
+    )
     file_size_mb: int = Field(
         default=2048, ge=1, description="RLIMIT_FSIZE: largest file a process may write, MiB."
     )

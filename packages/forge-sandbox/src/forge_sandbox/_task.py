@@ -38,6 +38,9 @@ class HarborTask(BaseModel):
     agent_timeout_s: float = Field(gt=0, description="[agent] timeout_sec, else 600 s.")
     memory_mb: int | None = Field(default=None, description="[environment] memory_mb if set.")
     cpus: float | None = Field(default=None, description="[environment] cpus if set.")
+    storage_mb: int | None = Field(
+        default=None, description="[environment] storage_mb if set: the disk limit, enforced."
+    )
     verifier_env: dict[str, str] = Field(
         default_factory=dict, description="[verifier] env: extra environment of test.sh."
     )
@@ -79,6 +82,8 @@ class HarborTask(BaseModel):
             fields["memory_mb"] = self.memory_mb
         if self.cpus is not None:
             fields["cpus"] = self.cpus
+        if self.storage_mb is not None:
+            fields["storage_mb"] = self.storage_mb
         fields.update(overrides)
         return SandboxSpec(**fields)
 
@@ -117,6 +122,7 @@ def load_task(path: str | os.PathLike[str]) -> HarborTask:
         agent_timeout_s=float(agent.get("timeout_sec") or DEFAULT_AGENT_TIMEOUT_S),
         memory_mb=environment.get("memory_mb"),
         cpus=environment.get("cpus"),
+        storage_mb=environment.get("storage_mb"),
         verifier_env={str(k): str(v) for k, v in verifier.get("env", {}).items()},
         solution_env={str(k): str(v) for k, v in solution.get("env", {}).items()},
     )
