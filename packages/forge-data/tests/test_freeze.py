@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 
 import pytest
@@ -112,6 +113,26 @@ def test_an_existing_folder_is_never_overwritten(tmp_path):
     assert (out / "manifest.json").read_bytes() == before
     assert json.loads(before)["sha256"] == first.sha256
     assert sorted(p.name for p in tmp_path.iterdir()) == ["split"]  # no staging left over
+
+
+def test_a_killed_freezes_staging_is_swept_and_modes_are_readable(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.Popen([sys.executable, "-c", ""])
+    done.wait()  # a pid that no longer runs: the freeze that was killed
+    stale = tmp_path / f".split.staging-{done.pid}-0a1b2c3d"
+    stale.mkdir()
+    (stale / "train.jsonl").write_text("partial")
+    previous = os.umask(0o077)
+    try:
+        fd.freeze(pool([2, 2, 2, 2, 2, 1, 1]), spec(), tmp_path / "split")
+    finally:
+        os.umask(previous)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["split"]
+    out = tmp_path / "split"
+    assert out.stat().st_mode & 0o777 == 0o755
+    assert {p.stat().st_mode & 0o777 for p in out.iterdir()} == {0o644}
 
 
 def test_manifest_hash_ignores_time_and_tracks_content(tmp_path):

@@ -237,3 +237,34 @@ def test_tree_hash_sees_the_executable_bit(tmp_path: Path) -> None:
     script.chmod(0o644)
     assert tree_files(tmp_path)["test.sh"] == file_sha256(script)
     assert tree_sha256(tmp_path) != before
+
+
+# -- staging folders --------------------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    done = subprocess.Popen([sys.executable, "-c", ""])
+    done.wait()
+    return done.pid
+
+
+def test_sweep_removes_what_killed_writers_left_and_keeps_a_live_one(tmp_path: Path) -> None:
+    from forge_gates import staging_dir, sweep_stale_staging
+
+    live = staging_dir(tmp_path, ".out.staging-")  # this process: alive, fresh
+    assert live.stat().st_mode & 0o777 == 0o755 and f"-{os.getpid()}-" in live.name
+    dead = tmp_path / f".out.staging-{_dead_pid()}-abcd"
+    old = tmp_path / f".out.staging-{os.getpid()}-old1"  # alive pid, but before this run
+    legacy = tmp_path / ".out.staging-nopid"
+    for folder in (dead, old, legacy):
+        folder.mkdir()
+        (folder / "f").write_text("x")
+    os.utime(old, (1, 1))
+    other = tmp_path / "kept"
+    other.mkdir()
+    removed = sweep_stale_staging(tmp_path, ".*.staging-*")
+    assert sorted(p.name for p in removed) == sorted([dead.name, old.name, legacy.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, "kept"])

@@ -282,4 +282,25 @@ def test_kill_mid_write_leaves_no_final_folder(saved, tiny, tmp_path):
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
     names = [p.name for p in tmp_path.iterdir()]
     assert "global_step_1" not in names
-    assert all(n.startswith(".global_step_1.tmp-") for n in names)  # only the temp folder
+    assert names and all(n.startswith(f".global_step_1.tmp-{pid}-") for n in names)
+    # the next save into the folder sweeps what the killed one left (its pid is dead)
+    _save(tiny, tmp_path, actor, critic, record, run_dir=None)
+    assert [p.name for p in tmp_path.iterdir()] == ["global_step_1"]
+
+
+def test_checkpoint_files_are_0644_and_folders_0755_whatever_the_umask(saved, tiny, tmp_path):
+    """An inference server running as another user must read the adapter (safetensors writes
+    0600, mkdtemp 0700, a umask of 077 would give 0700 folders)."""
+    _, actor, critic, record = saved
+    previous = os.umask(0o077)
+    try:
+        path = _save(tiny, tmp_path, actor, critic, record, run_dir=None)
+    finally:
+        os.umask(previous)
+    modes = {p.relative_to(path).as_posix(): p.stat().st_mode & 0o777 for p in path.rglob("*")}
+    assert path.stat().st_mode & 0o777 == 0o755
+    assert modes == {
+        **{name: 0o644 for name in PAYLOAD | {"checkpoint-summary.json"}},
+        "lora_adapter": 0o755,
+        "critic": 0o755,
+    }

@@ -7,15 +7,16 @@
 
 `sha256` is the semantic hash: SHA-256 of the canonical JSON (sorted keys, no whitespace) of
 the manifest without `sha256` and `created_at`, so it changes with any content and never with
-the time of the freeze. The folder is built in a hidden staging folder next to it and renamed
-into place; an existing folder is never overwritten (a frozen split is superseded by a new one).
+the time of the freeze. The folder is built in a hidden staging folder next to it
+(`.<out>.staging-<pid>-*`, 0755, files 0644) and renamed into place; a freeze into the same
+parent sweeps the staging folders a killed freeze left. An existing folder is never overwritten
+(a frozen split is superseded by a new one).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +27,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from forge_data._errors import DataError
 from forge_data._freeze import CandidateStats, FreezePlan, FreezeSpec, Shortfall
 from forge_data._models import SHA256_PATTERN, SPLITS, SplitName, Task
-from forge_gates import atomic_write_json, atomic_write_text, read_jsonl, sha256_canonical
+from forge_gates import (
+    atomic_write_json,
+    atomic_write_text,
+    read_jsonl,
+    sha256_canonical,
+    staging_dir,
+    sweep_stale_staging,
+)
 
 MANIFEST_FORMAT = "forge-data/split-manifest"
 MANIFEST_SCHEMA_VERSION = 1
@@ -146,8 +154,8 @@ def write_frozen(
         )
     # 2. stage: split files first, manifest last
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.parent / f".{out.name}.staging-{os.getpid()}-{secrets.token_hex(4)}"
-    staging.mkdir()
+    sweep_stale_staging(out.parent, ".*.staging-*")  # what a killed freeze left behind
+    staging = staging_dir(out.parent, f".{out.name}.staging-")
     try:
         for split in SPLITS:
             lines = [tasks[i].model_dump_json() + "\n" for i in manifest.splits[split]]

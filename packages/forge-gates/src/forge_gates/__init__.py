@@ -28,6 +28,8 @@ from forge_gates._atomic import (
     atomic_write_json,
     atomic_write_text,
     fsync_path,
+    staging_dir,
+    sweep_stale_staging,
 )
 from forge_gates._canonical import (
     canonical_json,
@@ -183,6 +185,8 @@ __all__ = [
     "schedule_steps",
     "shipped_configs",
     "spec_sha256",
+    "staging_dir",
+    "sweep_stale_staging",
     "tree_files",
     "tree_sha256",
     "use_help_formatter",

@@ -7,16 +7,17 @@
       critic/config.json                       critic architecture + base model + dtype
       checkpoint-summary.json                  step, parent, restarted state, sizes, SHA-256s
 
-Never optimizer, scheduler, RNG or other extra state. Written into `.global_step_N.tmp-*` and
-renamed, so a kill or a full disk never leaves a `global_step_N` folder behind; free disk is
-checked first, a real update (`UpdateRecord`) is required and the size caps are enforced.
+Never optimizer, scheduler, RNG or other extra state. Written into `.global_step_N.tmp-<pid>-*`
+and renamed, so a kill or a full disk never leaves a `global_step_N` folder behind (the next save
+sweeps what a killed one left); free disk is checked first, a real update (`UpdateRecord`) is
+required and the size caps are enforced. Files are 0644 and folders 0755 whatever the umask (and
+safetensors writes 0600): an inference server running as another user reads them.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -32,6 +33,8 @@ from forge_gates import (
     atomic_write_json,
     fsync_path,
     gate,
+    staging_dir,
+    sweep_stale_staging,
 )
 from forge_ppo._adapter import (
     ADAPTER_CONFIG,
@@ -88,6 +91,7 @@ def save_checkpoint(
     # 1. preconditions: real update of these weights, free disk, adapter rules, no overwrite
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
+    sweep_stale_staging(root, ".global_step_*.tmp-*")  # what a killed save left behind
     final = root / step_dir_name(step)
     adapter_state = adapter_state_dict(actor)
     adapter_config = adapter_config_dict(actor, base_model=base_model)
@@ -106,8 +110,7 @@ def save_checkpoint(
     if problems:
         gate(run_dir, GATE, problems)
     # 2. write everything into a temporary sibling folder
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=root))
-    tmp.chmod(0o755)  # mkdtemp makes it 0700; the inference server may run as another user
+    tmp = staging_dir(root, f".{final.name}.tmp-")  # 0755: the server may be another user
     try:
         files = _write_payload(tmp, adapter_state, adapter_config, critic, critic_dtype)
     except Exception as exc:
@@ -210,7 +213,10 @@ def _write_payload(
         tmp / CRITIC_DIR / CRITIC_CONFIG, critic.critic_config(saved_dtype=critic_dtype)
     )
     files: dict[str, FileRecord] = {}
+    for folder in (tmp / ADAPTER_DIR, tmp / CRITIC_DIR):
+        folder.chmod(0o755)
     for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
+        path.chmod(0o644)  # safetensors writes 0600
         fsync_path(path)
         files[path.relative_to(tmp).as_posix()] = FileRecord(
             bytes=path.stat().st_size, sha256=sha256_file(path)
