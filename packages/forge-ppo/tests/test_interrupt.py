@@ -1,11 +1,14 @@
-"""Ctrl-C in the middle of a training run: the process exits, and no sandbox, server or gateway
-outlives it (they are its daemon threads and its sandboxes' process trees)."""
+"""Ctrl-C or SIGTERM in the middle of a training run: the process exits, and no sandbox, server
+or gateway outlives it (they are its daemon threads and its sandboxes' process trees)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,13 +46,45 @@ def _alive(pids: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def _sandbox_cgroups(owner: int) -> list[str]:
+    """The sandbox cgroups `sbx-<owner>-*` that still exist (none when cgroups are absent)."""
+    from forge_sandbox import SandboxError, detect_cgroups
+
+    try:
+        driver = detect_cgroups()
+    except SandboxError:
+        return []
+    return [name for name in driver.names() if name.startswith(f"sbx-{owner}-")]
+
+
 @pytest.mark.usefixtures("isolation")
-def test_sigint_mid_rollout_leaves_nothing_running(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
+def test_interrupt_mid_rollout_leaves_nothing_behind(
+    tmp_path: Path, signum: signal.Signals, code: int
+) -> None:
+    """Ctrl-C and SIGTERM (what schedulers send) both stop every sandbox before the command
+    says so: no sandbox process, no `forge-sbx-*` state folder, no sandbox cgroup is left."""
+    # the sandboxes' state folders land here (TMPDIR); their host uid must traverse it, and
+    # pytest's tmp_path is root-only
+    state_root = Path(tempfile.mkdtemp(prefix="forge-interrupt-"))
+    state_root.chmod(0o755)
+    try:
+        _interrupt_case(tmp_path, state_root, signum, code)
+    finally:
+        shutil.rmtree(state_root, ignore_errors=True)
+
+
+def _interrupt_case(tmp_path: Path, state_root: Path, signum: signal.Signals, code: int) -> None:
     run_dir = tmp_path / "run"
     argv = [sys.executable, "-m", "forge_ppo.cli", "train", "--config", "smoke-local",
             "--run-dir", str(run_dir), "--cache-dir", str(tmp_path / "cache"),
             "--set", "agent.step_limit=6", "--set", "agent.max_tokens=96"]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = {**os.environ, "TMPDIR": str(state_root)}
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
     seen: dict[str, str] = {}
     try:
         deadline = time.monotonic() + 240
@@ -60,21 +95,24 @@ def test_sigint_mid_rollout_leaves_nothing_running(tmp_path: Path) -> None:
                 break
             time.sleep(0.05)
         assert seen, "expected a sandbox to start before the interrupt"
-        proc.send_signal(signal.SIGINT)
+        assert list(state_root.glob("forge-sbx-*")), "expected a live sandbox's state folder"
+        proc.send_signal(signum)
         proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     output = proc.stdout.read() if proc.stdout else ""
-    assert proc.returncode == 130, output[-2000:]
-    assert "interrupted: sandboxes stopped" in output
+    assert proc.returncode == code, output[-2000:]
+    assert f"interrupted by {signum.name}: sandboxes stopped" in output, output[-2000:]
     # every sandbox process seen is gone (re-parenting to init would not hide it); a killed
     # process may take a moment to be reaped by init, so wait for it, and report what lingers
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and _alive(seen):
         time.sleep(0.1)
     assert _alive(seen) == {}
+    assert sorted(p.name for p in state_root.glob("forge-sbx-*")) == []
+    assert _sandbox_cgroups(proc.pid) == []
     # the run stopped before any update: no checkpoint, no passed smoke
     assert not list(run_dir.glob("checkpoints/global_step_*"))
     ledger = (run_dir / "gates.jsonl").read_text()

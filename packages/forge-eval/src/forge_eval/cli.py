@@ -130,7 +130,7 @@ def _p0(args: argparse.Namespace) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
     try:
         from forge_eval.p0 import run_p0
-        from forge_gates import GateError, validate_config
+        from forge_gates import GateError, sigterm_as_interrupt, validate_config
     except ImportError as exc:
         print(
             f"forge-eval p0: expected the p0 extra; found {exc}. Fix: pip install 'forge-eval[p0]'",
@@ -144,11 +144,21 @@ def _p0(args: argparse.Namespace) -> int:
         )
         print(f"INVALID {args.config}:", *[f"  - {v}" for v in problems], sep="\n", file=sys.stderr)
         return 1
-    try:
-        run_p0(spec, dict(_named(args.checkpoint)), run_dir=args.run_dir, cache_dir=args.cache_dir)
-    except GateError as exc:
-        print(str(exc), file=sys.stderr)
-        return 1
+    with sigterm_as_interrupt() as interrupt:  # Ctrl-C or SIGTERM: every sandbox stopped
+        try:
+            run_p0(
+                spec, dict(_named(args.checkpoint)), run_dir=args.run_dir, cache_dir=args.cache_dir
+            )
+        except GateError as exc:
+            print(str(exc), file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print(
+                f"forge-eval p0: interrupted by {interrupt.name}: sandboxes stopped; the run "
+                "folder keeps what finished; start a new run",
+                file=sys.stderr,
+            )
+            return interrupt.exit_code
     return 0
 
 

@@ -93,6 +93,7 @@ from forge_gates._preflight import (
 )
 from forge_gates._rules import P0_PRODUCTION, check_p0_production, check_spec, p0_spec_values
 from forge_gates._schedule import schedule_steps
+from forge_gates._signals import Interrupt, sigterm_as_interrupt
 from forge_gates._spec import (
     AgentSpec,
     BackendSpec,
@@ -129,6 +130,7 @@ __all__ = [
     "GateError",
     "GateRecord",
     "HelpFormatter",
+    "Interrupt",
     "JsonLine",
     "JsonLinesError",
     "LoRASpec",
@@ -184,6 +186,7 @@ __all__ = [
     "sha256_text",
     "schedule_steps",
     "shipped_configs",
+    "sigterm_as_interrupt",
     "spec_sha256",
     "staging_dir",
     "sweep_stale_staging",

@@ -203,7 +203,7 @@ def _quiet_libraries() -> None:
 
 def _train(args: argparse.Namespace) -> int:
     _quiet_libraries()
-    from forge_gates import GateError, read_config, validate_config
+    from forge_gates import GateError, read_config, sigterm_as_interrupt, validate_config
     from forge_ppo._pipeline import train
 
     # 1. the spec with its overrides: every violation listed, before any folder exists
@@ -220,26 +220,29 @@ def _train(args: argparse.Namespace) -> int:
         for v in violations:
             print(f"  - {v}", file=sys.stderr)
         return 1
-    # 2. the run; a failed gate is a clean exit 1 with every violation printed
-    try:
-        train(
-            spec,
-            run_dir=args.run_dir,
-            runs_root=args.runs_root,
-            cache_dir=args.cache_dir,
-            curves=args.curves,
-        )
-    except (GateError, FileNotFoundError) as error:
-        if not getattr(error, "printed", False):  # gate() printed its violations once
-            print(str(error), file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(
-            "interrupted: sandboxes stopped, server and gateway gone with this process; the run "
-            "folder keeps what finished (no checkpoint of an unfinished update); start a new run",
-            file=sys.stderr,
-        )
-        return 130
+    # 2. the run; a failed gate is a clean exit 1 with every violation printed; Ctrl-C and
+    #    SIGTERM (schedulers) stop every sandbox first, then exit 130 / 143
+    with sigterm_as_interrupt() as interrupt:
+        try:
+            train(
+                spec,
+                run_dir=args.run_dir,
+                runs_root=args.runs_root,
+                cache_dir=args.cache_dir,
+                curves=args.curves,
+            )
+        except (GateError, FileNotFoundError) as error:
+            if not getattr(error, "printed", False):  # gate() printed its violations once
+                print(str(error), file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print(
+                f"interrupted by {interrupt.name}: sandboxes stopped, server and gateway gone "
+                "with this process; the run folder keeps what finished (no checkpoint of an "
+                "unfinished update); start a new run",
+                file=sys.stderr,
+            )
+            return interrupt.exit_code
     return 0
 
 

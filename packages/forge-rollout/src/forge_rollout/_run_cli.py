@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from forge_gates import sigterm_as_interrupt
 from forge_rollout._agent import AgentConfig, NetworkConnectionError
 from forge_rollout._runner import resolve_tasks, run_rollouts, select_tasks
 
@@ -75,30 +76,43 @@ def run_command(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    # 2. the episodes (Ctrl-C stops every sandbox; rerunning resumes)
-    try:
-        summary = asyncio.run(
-            run_rollouts(
-                tasks,
-                args.out,
-                endpoint=args.endpoint,
-                model=args.model,
-                config=config,
-                attempts=args.attempts,
-                concurrency=args.concurrency,
-                traces_dir=args.traces,
-                progress=progress,
+    # 2. the episodes (Ctrl-C or SIGTERM stops every sandbox; rerunning resumes)
+    with sigterm_as_interrupt() as interrupt:
+        try:
+            summary = _run(tasks, args, config, progress)
+        except NetworkConnectionError as error:
+            print(f"NetworkConnectionError: {error}", file=sys.stderr)
+            return 1
+        except (ValueError, FileExistsError) as error:  # no model to choose; another job's
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(
+                f"interrupted by {interrupt.name}: sandboxes stopped; rerun the same command to "
+                "resume",
+                file=sys.stderr,
             )
+            return interrupt.exit_code
+    return _verdict(args, summary)
+
+
+def _run(tasks: Any, args: argparse.Namespace, config: AgentConfig, progress: Any) -> Any:
+    return asyncio.run(
+        run_rollouts(
+            tasks,
+            args.out,
+            endpoint=args.endpoint,
+            model=args.model,
+            config=config,
+            attempts=args.attempts,
+            concurrency=args.concurrency,
+            traces_dir=args.traces,
+            progress=progress,
         )
-    except NetworkConnectionError as error:
-        print(f"NetworkConnectionError: {error}", file=sys.stderr)
-        return 1
-    except (ValueError, FileExistsError) as error:  # no model to choose; another job's folder
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: sandboxes stopped; rerun the same command to resume", file=sys.stderr)
-        return 130
+    )
+
+
+def _verdict(args: argparse.Namespace, summary: Any) -> int:
     # 3. the verdict: a job whose every trial is an infrastructure error measured nothing
     solved = sum(1 for r in summary.rewards.values() if r is not None and r >= 1)
     infra = [key for key, reward in summary.rewards.items() if reward is None]

@@ -3,11 +3,38 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
+import tempfile
 from pathlib import Path
 
+from forge_sandbox._cgroup_detect import _alive
 from forge_sandbox._errors import SandboxError
+
+STATE_PREFIX = "forge-sbx-"  # a sandbox's state folder: forge-sbx-<owner pid>-<random>
+
+
+def sweep_stale_folders(root: str | os.PathLike[str] | None = None) -> list[str]:
+    """Remove sandbox state folders `forge-sbx-<pid>-*` under `root` (default: the temp
+    folder) whose owner process is gone (killed with -9, or a crash); their names. Folders of
+    live owners, and ones without an owner pid in their name, are left alone."""
+    base = Path(root) if root is not None else Path(tempfile.gettempdir())
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        match = re.fullmatch(rf"{STATE_PREFIX}(\d+)-[A-Za-z0-9_]+", entry.name)
+        if match is None or not entry.is_dir(follow_symlinks=False):
+            continue
+        if _alive(int(match.group(1))):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        if not os.path.lexists(entry.path):
+            removed.append(entry.name)
+    return removed
 
 
 def prepare_workspace(source: Path | None, workspace: Path, host_uid: int | None) -> None:

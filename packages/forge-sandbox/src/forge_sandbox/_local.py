@@ -31,7 +31,7 @@ from forge_sandbox._errors import (
     SandboxTransferError,
 )
 from forge_sandbox._exec import kill_leaf, run_in_leaf
-from forge_sandbox._hostside import log_tail, prepare_workspace
+from forge_sandbox._hostside import STATE_PREFIX, log_tail, prepare_workspace, sweep_stale_folders
 from forge_sandbox._spec import DEFAULT_PATH, ExecResult, KillReport, SandboxSpec
 from forge_sandbox._tar import check_sandbox_path, pack, unpack
 
@@ -102,7 +102,7 @@ class LocalSandbox:
         try:
             await self._start()
         except BaseException:
-            await self._teardown()
+            await self._teardown_to_the_end()
             self._state = "stopped"
             raise
         self._state = "running"
@@ -119,8 +119,12 @@ class LocalSandbox:
         tools = self._tools = _bwrap.find_tools(self._bwrap_name)
         driver = detect_cgroups(self._mountinfo, self._cgroup_parent)
         await asyncio.to_thread(sweep_stale, driver)
-        # 2. a private state folder and workspace copy, owned by the sandbox's host uid
-        self._dir = Path(tempfile.mkdtemp(prefix="forge-sbx-", dir=self._state_root))
+        await asyncio.to_thread(sweep_stale_folders, self._state_root)
+        # 2. a private state folder (named after its owner pid, so a kill -9'd owner's folder
+        #    is swept by the next start) and workspace copy, owned by the sandbox's host uid
+        self._dir = Path(
+            tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-", dir=self._state_root)
+        )
         workspace = self._dir / "workspace"
         await asyncio.to_thread(prepare_workspace, spec.workspace, workspace, self._host_uid)
         if self._host_uid is not None:
@@ -208,9 +212,39 @@ class LocalSandbox:
             return
         self._state = "stopping"
         try:
-            await self._teardown()
+            await self._teardown_to_the_end()
         finally:
             self._state = "stopped"
+
+    async def _teardown_to_the_end(self) -> None:
+        """_teardown, finished even when the caller is cancelled again meanwhile (Ctrl-C and
+        SIGTERM cancel a job's trials, and a cancelled await would leave the state folder and
+        the cgroup behind); the cancellation is re-raised once the sandbox is gone."""
+        cleanup = asyncio.ensure_future(self._teardown())
+        cancelled = False
+        while not cleanup.done():
+            try:
+                await asyncio.shield(cleanup)
+            except asyncio.CancelledError:
+                if cleanup.cancelled():
+                    break
+                cancelled = True
+        if cancelled or cleanup.cancelled():
+            self._remove_leftovers()
+            raise asyncio.CancelledError
+        cleanup.result()
+
+    def _remove_leftovers(self) -> None:
+        """Last resort (the cleanup itself was cancelled): kill the cgroup, remove it and the
+        state folder, synchronously."""
+        if self._cgroup is not None:
+            with contextlib.suppress(OSError, SandboxError):
+                self._cgroup.kill()
+                self._cgroup.remove()
+            self._cgroup = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, True)
+            self._dir = None
 
     async def _teardown(self) -> None:
         # 1. kill the sandbox's pid 1: the kernel kills every process of its pid namespace,

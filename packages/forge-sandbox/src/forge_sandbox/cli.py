@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from forge_gates import use_help_formatter
+from forge_gates import sigterm_as_interrupt, use_help_formatter
 from forge_sandbox._bwrap import find_tools
 from forge_sandbox._cgroup_detect import detect_cgroups
 from forge_sandbox._doctor import run_doctor
@@ -146,16 +146,25 @@ def _job(args: argparse.Namespace) -> int:
         line = f"[{done:>{width}}/{total}] {result['task_name']:<32} {status} ({elapsed:.1f}s)"
         print(line, file=sys.stderr, flush=True)
 
-    summary = asyncio.run(
-        run_job(
-            tasks,
-            args.out,
-            args.command,
-            concurrency=args.concurrency,
-            verifier_timeout_s=args.verifier_timeout,
-            progress=progress,
-        )
-    )
+    with sigterm_as_interrupt() as interrupt:  # Ctrl-C or SIGTERM: every sandbox stopped
+        try:
+            summary = asyncio.run(
+                run_job(
+                    tasks,
+                    args.out,
+                    args.command,
+                    concurrency=args.concurrency,
+                    verifier_timeout_s=args.verifier_timeout,
+                    progress=progress,
+                )
+            )
+        except KeyboardInterrupt:
+            print(
+                f"forge-sandbox {args.command}: interrupted by {interrupt.name}: sandboxes "
+                f"stopped; finished trials are kept in {args.out}",
+                file=sys.stderr,
+            )
+            return interrupt.exit_code
     want = 1.0 if args.command == "oracle" else 0.0
     unexpected = [t for t, r in summary.rewards.items() if r != want and t not in summary.errors]
     print(
