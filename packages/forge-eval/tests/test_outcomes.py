@@ -22,6 +22,7 @@ EXPECTED = {
     "RewardFileNotFoundError": ("infra", False),
     "RewardFileEmptyError": ("infra", False),
     "VerifierOutputParseError": ("infra", False),
+    "RewardOutOfRangeError": ("infra", False),
     "ApiError": ("infra", False),
     "ApiRateLimitError": ("infra", False),
     "ApiUsageLimitError": ("infra", False),
@@ -127,3 +128,21 @@ def test_readme_documents_every_entry() -> None:
 def test_version_matches_pyproject() -> None:
     pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
     assert tomllib.loads(pyproject.read_text())["project"]["version"] == __version__
+
+
+@pytest.mark.parametrize("reward", [1.5, -1.0, 2.0, -0.01])
+@pytest.mark.parametrize("exception", [None, "AgentTimeoutError", "SomethingUnmapped"])
+def test_reward_outside_0_1_is_an_infra_error_never_solved(
+    reward: float, exception: str | None
+) -> None:
+    outcome = classify(exception, reward, True)
+    assert (outcome.category, outcome.reward, outcome.counted_type) == (
+        "infra",
+        None,
+        "RewardOutOfRangeError",
+    )
+
+
+@pytest.mark.parametrize("reward", [0.0, 0.5, 1.0])
+def test_rewards_in_0_1_are_kept(reward: float) -> None:
+    assert classify(None, reward, True).reward == reward

@@ -184,3 +184,19 @@ def test_attempts_ordered_by_start_naive_or_aware(tmp_path: Path, harbor: Simple
     unknown["started_at"] = None
     job = read_job(harbor.write_job(tmp_path, "order", [late, unknown, early]))
     assert [a.trial_name for a in job.attempts] == ["a__t002", "a__t009", "a__t001"]
+
+
+def test_out_of_range_reward_is_an_error_trial_not_solved(
+    tmp_path: Path, harbor: SimpleNamespace
+) -> None:
+    """A Harbor result with reward 1.5 or -1 (the contract is binary, in [0, 1]) is read
+    without a crash, counted as an infrastructure error, and never solved."""
+    minimal = [
+        {"task_name": "t1", "trial_name": "t1__a", "verifier_result": {"rewards": {"reward": 1.5}}},
+        {"task_name": "t2", "trial_name": "t2__a", "verifier_result": {"rewards": {"reward": -1}}},
+        {"task_name": "t3", "trial_name": "t3__a", "verifier_result": {"rewards": {"reward": 1}}},
+    ]  # fmt: skip
+    job = read_job(harbor.write_job(tmp_path, "range", minimal, config=None, job_result=False))
+    assert [a.solved for a in job.attempts] == [False, False, True]
+    assert [a.outcome.category for a in job.attempts] == ["infra", "infra", "ok"]
+    assert job.attempts[0].outcome.counted_type == "RewardOutOfRangeError"

@@ -51,7 +51,7 @@ def test_prefix_break_starts_a_new_row_with_reward_on_each():
 
 def test_reward_never_on_observation_token():
     calls = [Call([1], [2]), Call([1, 2, 3, 4], [5])]
-    (row,), _ = convert(calls, reward=-1.0)
+    (row,), _ = convert(calls, reward=1.0)
     nonzero = row.token_level_rewards.nonzero().flatten().tolist()
     assert nonzero == [3] and row.response_mask[3] == 1
 
@@ -68,6 +68,20 @@ def test_infra_error_episode_yields_nothing():
     assert rows == [] and stats.dropped_infra_episodes == 1
     rows, stats = convert([Call([1], [2])], reward=0.0, infra_error=True)
     assert rows == [] and stats.dropped_infra_episodes == 1
+
+
+@pytest.mark.parametrize("reward", [1.5, -1.0, float("nan"), float("inf")])
+def test_out_of_range_reward_yields_nothing_and_is_counted(reward: float) -> None:
+    """The contract is a binary terminal reward: 1.5 or -1 never becomes a training signal."""
+    rows, stats = convert([Call([1], [2])], reward=reward)
+    assert rows == [] and stats.dropped_out_of_range_rewards == 1
+    assert stats.dropped_infra_episodes == 0
+
+
+@pytest.mark.parametrize("reward", [0.0, 1.0])
+def test_binary_rewards_are_kept(reward: float) -> None:
+    rows, stats = convert([Call([1], [2])], reward=reward)
+    assert len(rows) == 1 and stats.dropped_out_of_range_rewards == 0
 
 
 def test_logprob_length_mismatch_is_named():
@@ -105,7 +119,7 @@ def episodes(draw):
     return calls
 
 
-@given(calls=episodes(), reward=st.floats(-1, 1))
+@given(calls=episodes(), reward=st.floats(0, 1))
 def test_rows_reproduce_every_trace_exactly(calls, reward):
     rows, stats = convert(calls, reward=reward)
     kept = [c for c in calls if c.prompt_token_ids and c.completion_token_ids]

@@ -24,6 +24,9 @@ NO_REWARD = "NoReward"
 NO_REWARD_AFTER_AGENT_ERROR = "NoRewardAfterAgentError"
 """Pseudo type: an agent outcome, then verification started and produced no reward."""
 
+REWARD_OUT_OF_RANGE = "RewardOutOfRangeError"
+"""Pseudo type: the recorded reward is outside [0, 1] (the binary contract): a broken verifier."""
+
 
 @dataclass(frozen=True, slots=True)
 class ErrorRule:
@@ -101,6 +104,8 @@ ERROR_TABLE: tuple[ErrorRule, ...] = (
        "no exception recorded, but verifier_result has no reward"),
     _T(NO_REWARD_AFTER_AGENT_ERROR, "infra", False, "forge-eval (derived)",
        "agent outcome, then the verifier started and left no reward"),
+    _T(REWARD_OUT_OF_RANGE, "infra", False, "forge-eval (derived)",
+       "the recorded reward is outside [0, 1]: the verifier is broken, nothing is scored"),
     # --- agent outcomes: the policy's own behaviour; a valid reward is kept ---
     _T("AgentTimeoutError", "agent", True, "trial/trial.py",
        "agent used its whole time budget (verifier still runs)"),
@@ -144,8 +149,11 @@ def classify(exception_type: str | None, reward: float | None, verifier_started:
     exception_type: `exception_info.exception_type` or None; reward: the verifier's valid
     reward or None; verifier_started: the trial's `verifier.started_at` is set.
     Unmapped types keep a valid reward (the verifier ran) and are infrastructure errors
-    without one (nothing can be scored); callers warn about them.
+    without one (nothing can be scored); callers warn about them. A reward outside [0, 1]
+    is never valid: an infrastructure error (RewardOutOfRangeError), never solved.
     """
+    if reward is not None and not 0.0 <= reward <= 1.0:
+        return Outcome("infra", None, REWARD_OUT_OF_RANGE, True, False)
     if exception_type is None:
         if reward is None:
             return Outcome("infra", None, NO_REWARD, True, False)

@@ -16,6 +16,7 @@ skips observations would silently lose it there).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -77,6 +78,9 @@ class ConversionStats(BaseModel):
     dropped_empty_prompt: int = Field(default=0, description="Calls with no prompt ids.")
     dropped_empty_completion: int = Field(default=0, description="Calls with no completion ids.")
     dropped_infra_episodes: int = Field(default=0, description="Episodes with infra errors.")
+    dropped_out_of_range_rewards: int = Field(
+        default=0, description="Episodes whose reward is outside [0, 1] (a broken verifier)."
+    )
     prefix_breaks: int = Field(default=0, description="Rows started by a prefix break.")
 
     def add(self, other: ConversionStats) -> None:
@@ -144,12 +148,16 @@ def episode_to_rows(
     """Merge an episode's calls (in call order) into rows.
 
     `reward=None` or `infra_error=True` (no valid reward) yields no rows: an infrastructure
-    failure never becomes a training signal. Raises ValueError when a call's log-probs do not
-    match its completion length.
+    failure never becomes a training signal. Nor does a reward outside [0, 1] (the binary
+    terminal reward contract): no rows, counted as `dropped_out_of_range_rewards`. Raises
+    ValueError when a call's log-probs do not match its completion length.
     """
     stats = ConversionStats(calls=len(calls))
     if infra_error or reward is None:
         stats.dropped_infra_episodes = 1
+        return [], stats
+    if not (math.isfinite(reward) and 0.0 <= reward <= 1.0):
+        stats.dropped_out_of_range_rewards = 1
         return [], stats
     closed: list[_Open] = []
     current: _Open | None = None

@@ -59,6 +59,19 @@ class VerifierResult(BaseModel):
         return None
 
 
+REWARD_RANGE = (0.0, 1.0)  # the contract: terminal reward 1 = solved, 0 = not (see README)
+
+
+def _check_range(where: str, value: float) -> None:
+    """A reward outside [0, 1] is a broken verifier (infrastructure), never a score."""
+    low, high = REWARD_RANGE
+    if not low <= value <= high:
+        raise VerifierOutputParseError(
+            f"{where}: expected a reward in [{low:g}, {high:g}] (1 = solved, 0 = not); found "
+            f"{value!r}; fix: the task's tests/test.sh must write 1 or 0"
+        )
+
+
 def parse_rewards(verifier_dir: Path) -> dict[str, float | int]:
     """Read `reward.json` (first) or `reward.txt` from a copied /logs/verifier folder."""
     json_path, txt_path = verifier_dir / "reward.json", verifier_dir / "reward.txt"
@@ -84,6 +97,7 @@ def parse_rewards(verifier_dir: Path) -> dict[str, float | int]:
                 raise VerifierOutputParseError(
                     f"reward.json: expected a finite number for {key!r}; found {value!r}"
                 )
+            _check_range(f"reward.json {key!r}", value)
         return rewards
     if txt_path.is_file():
         if txt_path.stat().st_size == 0:
@@ -97,6 +111,7 @@ def parse_rewards(verifier_dir: Path) -> dict[str, float | int]:
             ) from exc
         if not math.isfinite(value):
             raise VerifierOutputParseError(f"reward.txt: expected a finite number; found {value}")
+        _check_range("reward.txt", value)
         return {"reward": value}
     raise RewardFileNotFoundError(
         f"no reward file: expected {REWARD_JSON} or {REWARD_TXT} after test.sh; found neither; "
