@@ -156,3 +156,25 @@ def test_parquet_without_pyarrow_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
     with pytest.raises(fd.DataError, match=r"forge-data\[parquet\]"):
         fd.read_parquet_rows(tmp_path / "x.parquet")
+
+
+@pytest.mark.parametrize(
+    ("toml", "found"),
+    [
+        ("[verifier]\ntimeout_secs = 5\n", "timeout_secs: did you mean 'timeout_sec'?"),
+        ("[enviroment]\nmemory_mb = 512\n", "'enviroment': did you mean 'environment'?"),
+        ("[verifier]\ntimeout_sec = 0\n", "[verifier] timeout_sec: expected a number of seconds"),
+    ],
+)
+def test_task_toml_typos_are_located_problems(tmp_path, toml, found):
+    """The same refusal as forge-sandbox's load_task: a typo is never run on defaults."""
+    shutil.copytree(fd.demo_tasks_root() / "iterkit-chunked-tail", tmp_path / "typo")
+    (tmp_path / "typo" / "task.toml").write_text('version = "1.0"\n' + toml)
+    report = fd.read_harbor_tasks(tmp_path)
+    assert report.tasks == ()
+    (problem,) = report.problems
+    assert problem.location.endswith("/typo") and found in problem.reason, problem.reason
+
+
+def test_demo_tasks_have_no_unknown_task_toml_keys():
+    assert len(fd.read_harbor_tasks(fd.demo_tasks_root()).tasks) == 12

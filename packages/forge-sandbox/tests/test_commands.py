@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from forge_sandbox import ExecResult, SandboxSpec, SandboxUnavailableError, load_task
+from forge_sandbox import (
+    ExecResult,
+    SandboxSpec,
+    SandboxUnavailableError,
+    TaskLayoutError,
+    load_task,
+)
 from forge_sandbox._bwrap import (
     Tools,
     bwrap_argv,
@@ -18,6 +24,7 @@ from forge_sandbox._bwrap import (
     join_argv,
     root_binds,
 )
+from forge_sandbox._task import TaskConfigWarning
 
 TOOLS = Tools(bwrap="/usr/bin/bwrap", nsenter="/usr/bin/nsenter", setpriv="/s", sh="/bin/sh")
 
@@ -133,3 +140,43 @@ def test_task_spec_uses_task_toml(fix_add: Path) -> None:
     spec = task.sandbox_spec(pids_max=99)
     assert spec.workspace == fix_add / "environment" / "workspace"
     assert (spec.memory_mb, spec.cpus, spec.pids_max) == (512, 1.0, 99)
+
+
+def _task_toml(tmp_path: Path, toml: str) -> Path:
+    (tmp_path / "task.toml").write_text('version = "1.0"\n' + toml)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("toml", "key", "nearest"),
+    [
+        ("[verifier]\ntimeout_secs = 5\n", "timeout_secs", "'timeout_sec'"),
+        ("[enviroment]\nmemory_mb = 512\n", "'enviroment'", "'environment'"),
+        ("[environment]\nmemory = 512\n", "memory", "'memory_mb'"),
+        ("[agent]\ntimeout = 5\n", "timeout", "'timeout_sec'"),
+        ("verifer_timeout = 5\n", "'verifer_timeout'", "'verifier'"),
+    ],
+)
+def test_task_toml_typo_is_refused_with_the_nearest_key(
+    tmp_path: Path, toml: str, key: str, nearest: str
+) -> None:
+    with pytest.raises(TaskLayoutError) as info:
+        load_task(_task_toml(tmp_path, toml))
+    message = str(info.value)
+    assert key in message and f"did you mean {nearest}?" in message, message
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "0.0", '"60"', "true"])
+@pytest.mark.parametrize("table", ["verifier", "agent"])
+def test_timeout_zero_negative_or_not_a_number_is_refused(
+    tmp_path: Path, table: str, value: str
+) -> None:
+    with pytest.raises(TaskLayoutError, match=rf"\[{table}\] timeout_sec: expected a number"):
+        load_task(_task_toml(tmp_path, f"[{table}]\ntimeout_sec = {value}\n"))
+
+
+def test_harmless_foreign_harbor_key_warns_and_is_ignored(tmp_path: Path) -> None:
+    toml = "[environment]\nallow_internet = true\nmemory_mb = 512\n[metadata]\nanything = 1\n"
+    with pytest.warns(TaskConfigWarning, match=r"\[environment\] allow_internet: a Harbor key"):
+        task = load_task(_task_toml(tmp_path, toml))
+    assert task.memory_mb == 512

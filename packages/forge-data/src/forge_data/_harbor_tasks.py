@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from forge_data._models import Problem, ReadReport, Task
-from forge_gates import sha256_canonical, tree_files
+from forge_gates import check_task_config, sha256_canonical, tree_files
 
 REQUIRED_FILES = ("task.toml", "instruction.md", "tests/test.sh")
 _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)", re.IGNORECASE | re.MULTILINE)
@@ -67,6 +67,9 @@ def read_harbor_task(task_dir: str | Path) -> Task:
         config = tomllib.loads(_text(root, "task.toml"))
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"task.toml is not valid TOML: {exc}") from exc
+    errors, _harmless = check_task_config(config)  # a typo is refused, never run on defaults
+    if errors:
+        raise ValueError(f"task.toml: {'; '.join(errors)}; fix: correct the key")
     metadata = config.get("metadata", {})
     environment = config.get("environment", {})
     if not isinstance(metadata, dict) or not isinstance(environment, dict):

@@ -111,6 +111,7 @@ from forge_gates._spec import (
     RunSpec,
     ScheduleSpec,
 )
+from forge_gates._task_config import check_task_config
 from forge_gates._versions import installed_version, parse_specifier, version_satisfies
 
 __all__ = [
@@ -157,6 +158,7 @@ __all__ = [
     "check_package_versions",
     "check_p0_production",
     "check_spec",
+    "check_task_config",
     "failed_name",
     "file_sha256",
     "format_marker",

@@ -12,17 +12,22 @@ from __future__ import annotations
 
 import os
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from forge_gates import tree_sha256
+from forge_gates import check_task_config, tree_sha256
 from forge_sandbox._errors import TaskLayoutError
 from forge_sandbox._spec import SandboxSpec
 
 DEFAULT_VERIFIER_TIMEOUT_S = 180.0
 DEFAULT_AGENT_TIMEOUT_S = 600.0
+
+
+class TaskConfigWarning(UserWarning):
+    """A foreign Harbor key of task.toml that Forge ignores (known to be harmless)."""
 
 
 class HarborTask(BaseModel):
@@ -111,6 +116,15 @@ def load_task(path: str | os.PathLike[str]) -> HarborTask:
         config = tomllib.loads(toml_path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise TaskLayoutError(f"{toml_path}: expected valid TOML; found {exc}") from exc
+    errors, warns = check_task_config(config)
+    if errors:
+        raise TaskLayoutError(
+            f"{toml_path}: expected only the task.toml keys Forge reads; found "
+            + "; ".join(errors)
+            + "; fix: correct the key (a typo would run the task on defaults)"
+        )
+    for warning in warns:
+        warnings.warn(f"{toml_path}: {warning}", TaskConfigWarning, stacklevel=2)
     verifier = _table(config, "verifier", toml_path)
     agent = _table(config, "agent", toml_path)
     environment = _table(config, "environment", toml_path)
