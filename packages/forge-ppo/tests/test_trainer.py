@@ -162,8 +162,13 @@ def test_non_finite_loss_or_weights_fail_closed(tiny):
     actor, critic = models(tiny)
     trainer = PPOTrainer(actor, critic, spec_for(tiny))
     rows = batch_rows()
-    # a reward of 1e30 on the last action token: (v - R)^2 overflows float32
-    huge = [row for k in range(4) for row in episode(k, f"t{k % 2}", reward=1e30)]
+    # a reward of 1e30 on the last action token: (v - R)^2 overflows float32 (rows built by
+    # hand: episode_to_rows refuses a reward outside [0, 1])
+    huge = [
+        row.model_copy(update={"token_level_rewards": row.token_level_rewards * 1e30})
+        for k in range(4)
+        for row in episode(k, f"t{k % 2}", reward=1.0)
+    ]
     with pytest.raises(PPOInputError, match="critic loss: expected a finite loss"):
         trainer.update(huge, step=1)
     actor, critic = models(tiny)
