@@ -42,6 +42,7 @@ def test_p0_64k_stops_at_preflight_before_a_run_folder(
     assert "P0_PREFLIGHT_PASSED" in err
     assert "preflight.backend.inference" in err and "'vllm'" in err
     assert "preflight.backend.sandbox" in err and "'kubernetes'" in err
+    assert err.count("[preflight.backend.inference]") == 1  # printed once, not twice
     assert not run_dir.exists() and not (tmp_path / "runs").exists()
 
 

@@ -150,7 +150,8 @@ def _p0(args: argparse.Namespace) -> int:
                 spec, dict(_named(args.checkpoint)), run_dir=args.run_dir, cache_dir=args.cache_dir
             )
         except GateError as exc:
-            print(str(exc), file=sys.stderr)
+            if not exc.printed:  # gate() already printed its violations once
+                print(str(exc), file=sys.stderr)
             return 1
         except KeyboardInterrupt:
             print(
