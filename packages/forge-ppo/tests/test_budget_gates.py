@@ -14,8 +14,15 @@ from forge_ppo.cli import apply_overrides
 
 
 def test_budgets_come_each_from_their_own_field() -> None:
-    spec = load_spec("smoke-4gpu")  # 40960 each; a local variant with distinct values below
+    # distinct values, so a budget taken from another field (a swap) is caught
+    sets = [
+        "context.actor_train_tokens=6144",
+        "context.critic_train_tokens=8192",
+        "context.critic_infer_tokens=12288",
+    ]
+    spec = load_spec(apply_overrides(read_config("smoke-local"), sets))
     budgets = TokenBudgets.from_spec(spec)
+    assert (budgets.actor_train, budgets.critic_train, budgets.critic_infer) == (6144, 8192, 12288)
     assert budgets.critic_train == spec.context.critic_train_tokens
     assert budgets.critic_infer == spec.context.critic_infer_tokens
     assert budgets.actor_train == budgets.actor_infer == spec.context.actor_train_tokens

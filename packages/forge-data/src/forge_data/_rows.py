@@ -113,7 +113,10 @@ def _jsonl_rows(path: Path) -> Iterable[tuple[str, Any]]:
         if line.error is None:
             yield line.where, line.value
         else:
-            yield line.where, Problem(location=line.where, reason=f"not valid {line.error[4:]}")
+            yield (
+                line.where,
+                Problem(location=line.where, reason=f"not valid {line.error.removeprefix('not ')}"),
+            )
 
 
 def read_jsonl_rows(

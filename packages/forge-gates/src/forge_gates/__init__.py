@@ -48,7 +48,7 @@ from forge_gates._config import (
     spec_sha256,
     validate_config,
 )
-from forge_gates._gates import PENDING, Gate, check_gate_name
+from forge_gates._gates import PENDING, Gate
 from forge_gates._help import HelpFormatter, use_help_formatter
 from forge_gates._jsonl import (
     JsonLine,
@@ -151,7 +151,6 @@ __all__ = [
     "canonical_json",
     "check_backends",
     "check_executables",
-    "check_gate_name",
     "check_free_disk",
     "check_gpus",
     "check_host_memory",

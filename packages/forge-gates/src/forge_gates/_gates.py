@@ -53,15 +53,3 @@ class Gate(StrEnum):
 PENDING: dict[Gate, str] = {
     Gate.PPO_SEPARATED_ROLLOUT_GATE_PASSED: "the vLLM inference backend (separated rollout GPU)",
 }
-
-
-def check_gate_name(name: str) -> str:
-    """`name` if it is a registered gate or the `_FAILED` form of one; else ValueError."""
-    base = name.removesuffix("_FAILED")
-    known = {g.value for g in Gate}
-    if name in known or any(base == g.removesuffix("_PASSED") or base == g for g in known):
-        return name
-    raise ValueError(
-        f"gate {name!r}: expected a name from forge_gates.Gate; found an unregistered one; "
-        "fix: add it to forge_gates/_gates.py (and to the phase contract if a run needs it)"
-    )

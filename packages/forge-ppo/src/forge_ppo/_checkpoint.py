@@ -31,6 +31,7 @@ from forge_gates import (
     LoRASpec,
     Violation,
     atomic_write_json,
+    file_sha256,
     fsync_path,
     gate,
     staging_dir,
@@ -58,7 +59,6 @@ from forge_ppo._summary import (
     LoRARecord,
     ParentCheckpoint,
     model_fingerprint,
-    sha256_file,
     step_dir_name,
 )
 from forge_ppo._update import UpdateRecord
@@ -219,6 +219,6 @@ def _write_payload(
         path.chmod(0o644)  # safetensors writes 0600
         fsync_path(path)
         files[path.relative_to(tmp).as_posix()] = FileRecord(
-            bytes=path.stat().st_size, sha256=sha256_file(path)
+            bytes=path.stat().st_size, sha256=file_sha256(path)
         )
     return files

@@ -33,6 +33,7 @@ from forge_gates import (
 from forge_ppo._actor import Actor
 from forge_ppo._checkpoint import save_checkpoint
 from forge_ppo._models import build_models, check_parent
+from forge_ppo._observability import EpisodeOutcome
 from forge_ppo._plan import RunPlan, plan_run, rounds
 from forge_ppo._rollouts import (
     episode_outcomes,
@@ -185,7 +186,7 @@ def _updates(
             )
             for k, ids in enumerate(rounds(plan.batches[step - 1]))
         ]
-        rows, rollout_metrics = _rows_and_metrics(job_dirs)
+        rows, rollout_metrics, episodes = _rows_and_metrics(job_dirs)
         # 3. the update: fail closed without a valid trajectory
         check = Check(Gate.PPO_SMOKE_UPDATE_PASSED)
         check.require(
@@ -201,7 +202,7 @@ def _updates(
             gate(run_dir, check.gate, check.violations, {"step": step})
         # per-task rollout metrics from the episodes themselves (timeouts, infra errors), never
         # re-derived from the rows (a row exists only for an episode that had a reward)
-        result = trainer.update(rows, step, episodes=episode_outcomes(job_dirs))
+        result = trainer.update(rows, step, episodes=episodes)
         metrics = {
             **rollout_metrics,
             **result.metrics,
@@ -302,10 +303,12 @@ def _check_rollout_health(
         )
 
 
-def _rows_and_metrics(job_dirs: list[Path]) -> tuple[list[SampleRow], dict[str, float]]:
+def _rows_and_metrics(
+    job_dirs: list[Path],
+) -> tuple[list[SampleRow], dict[str, float], list[EpisodeOutcome]]:
     """Training rows of the step's jobs, with rollout metrics and the conversion counts
     (`rollout/conversion/*`: calls, rows, dropped empty prompts/completions, episodes without
-    a valid reward, prefix breaks)."""
+    a valid reward, prefix breaks), and the episodes' outcomes (read once)."""
     rows: list[SampleRow] = []
     stats = ConversionStats()
     for job in job_dirs:
@@ -313,7 +316,8 @@ def _rows_and_metrics(job_dirs: list[Path]) -> tuple[list[SampleRow], dict[str, 
         rows += job_rows
         stats.add(job_stats)
     counts = {f"rollout/conversion/{k}": float(v) for k, v in stats.model_dump().items()}
-    return rows, rollout_metrics(job_dirs) | counts
+    episodes = episode_outcomes(job_dirs)
+    return rows, rollout_metrics(episodes) | counts, episodes
 
 
 def _save(

@@ -115,9 +115,8 @@ def episode_outcomes(job_dirs: list[Path]) -> list[EpisodeOutcome]:
     return outcomes
 
 
-def rollout_metrics(job_dirs: list[Path]) -> dict[str, float]:
+def rollout_metrics(episodes: list[EpisodeOutcome]) -> dict[str, float]:
     """Batch-level rollout metrics plus the per-task ones (`train/task/<id>/rollout/*`)."""
-    episodes = episode_outcomes(job_dirs)
     rewards = [e.reward for e in episodes if e.reward is not None]
     metrics = {
         "rollout/episodes": float(len(episodes)),

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from forge_gates import file_sha256, tree_sha256
+from forge_gates import tree_sha256
 from forge_ppo._update import UpdateRecord
 from forge_ppo._value_model import DtypeName
 
@@ -77,11 +77,6 @@ class CheckpointSummary(BaseModel):
     critic_bytes: int = Field(ge=0, description="Bytes under critic/.")
     total_bytes: int = Field(ge=0, description="actor_bytes + critic_bytes (summary excluded).")
     files: dict[str, FileRecord] = Field(description="Every payload file: size and SHA-256.")
-
-
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of one file (forge-gates' one definition)."""
-    return file_sha256(path)
 
 
 _FINGERPRINTS: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from forge_gates import GateError, Violation
+from forge_gates import GateError, Violation, file_sha256
 from forge_ppo._adapter import ADAPTER_CONFIG, ADAPTER_DIR, ADAPTER_WEIGHTS
 from forge_ppo._summary import (
     CRITIC_CONFIG,
@@ -20,7 +20,6 @@ from forge_ppo._summary import (
     SUMMARY_NAME,
     SUMMARY_SCHEMA,
     CheckpointSummary,
-    sha256_file,
 )
 
 REQUIRED = (
@@ -106,7 +105,7 @@ def check_checkpoint_files(
                 )
             )
             continue
-        digest = sha256_file(file)
+        digest = file_sha256(file)
         if digest != record.sha256:
             problems.append(
                 _v(

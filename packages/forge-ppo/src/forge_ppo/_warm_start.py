@@ -25,7 +25,7 @@ from peft import PeftModel
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from forge_gates import Gate, LoRASpec, Violation, gate
+from forge_gates import Gate, LoRASpec, Violation, file_sha256, gate
 from forge_ppo._adapter import (
     ADAPTER_CONFIG,
     ADAPTER_DIR,
@@ -42,7 +42,6 @@ from forge_ppo._summary import (
     CheckpointSummary,
     ParentCheckpoint,
     model_fingerprint,
-    sha256_file,
 )
 from forge_ppo._value_model import DTYPES, ValueModel
 from forge_ppo._verify import check_checkpoint_files
@@ -266,6 +265,6 @@ def warm_start(
     parent = ParentCheckpoint(
         path=str(folder.resolve()),
         step=summary.step,
-        summary_sha256=sha256_file(folder / SUMMARY_NAME),
+        summary_sha256=file_sha256(folder / SUMMARY_NAME),
     )
     return WarmStart(actor=actor, critic=critic, parent=parent, summary=summary)

@@ -184,10 +184,7 @@ async def run_verifier(
             await sandbox.download("/logs/verifier", out)
         except (SandboxError, OSError) as exc:
             raise DownloadVerifierDirError(f"copying /logs/verifier out failed: {exc}") from exc
-        try:
-            rewards = parse_rewards(out)
-        except RewardFileNotFoundError:
-            raise
+        rewards = parse_rewards(out)
     return VerifierResult(
         rewards=rewards,
         exit_code=run.exit_code,
