@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from forge_sandbox import SandboxUnavailableError, detect_cgroups
-from forge_sandbox._bwrap import find_tools
+from forge_sandbox.local._bwrap import find_tools
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from forge_sandbox import CgroupLimits, SandboxUnavailableError, detect_cgroups
-from forge_sandbox import _cgroup_detect as detect
-from forge_sandbox import _cgroups as cg
+from forge_sandbox.local import _cgroup_detect as detect
+from forge_sandbox.local import _cgroups as cg
 
 HYBRID = """\
 25 1 0:23 / /sys/fs/cgroup ro,nosuid,nodev,noexec - tmpfs tmpfs ro,mode=755

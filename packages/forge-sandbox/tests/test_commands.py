@@ -14,7 +14,7 @@ from forge_sandbox import (
     TaskLayoutError,
     load_task,
 )
-from forge_sandbox._bwrap import (
+from forge_sandbox.local._bwrap import (
     Tools,
     bwrap_argv,
     command_argv,

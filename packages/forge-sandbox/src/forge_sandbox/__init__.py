@@ -28,8 +28,6 @@ by this package.
 """
 
 from forge_sandbox._agents import AgentRun, run_agent, run_nop, run_oracle
-from forge_sandbox._cgroup_detect import detect_cgroups
-from forge_sandbox._cgroups import CgroupLimits
 from forge_sandbox._doctor import Probe, run_doctor
 from forge_sandbox._errors import (
     AddTestsDirError,
@@ -67,11 +65,13 @@ from forge_sandbox._job import (
     run_trial,
     trial_name_for,
 )
-from forge_sandbox._local import LocalSandbox
 from forge_sandbox._protocol import Sandbox
 from forge_sandbox._spec import ExecResult, KillReport, SandboxSpec
 from forge_sandbox._task import HarborTask, discover_tasks, load_task, task_checksum
 from forge_sandbox._verifier import VerifierResult, parse_rewards, run_verifier
+from forge_sandbox.local._cgroup_detect import detect_cgroups
+from forge_sandbox.local._cgroups import CgroupLimits
+from forge_sandbox.local._sandbox import LocalSandbox
 
 __all__ = [
     "AddTestsDirError",

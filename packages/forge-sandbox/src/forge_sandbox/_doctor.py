@@ -12,12 +12,12 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from forge_gates import Violation
-from forge_sandbox._bwrap import find_tools
-from forge_sandbox._cgroup_detect import detect_cgroups
-from forge_sandbox._cgroups import V1Driver
 from forge_sandbox._errors import INSTALL_BWRAP, SandboxError, SandboxUnavailableError
-from forge_sandbox._local import LocalSandbox
 from forge_sandbox._spec import SandboxSpec
+from forge_sandbox.local._bwrap import find_tools
+from forge_sandbox.local._cgroup_detect import detect_cgroups
+from forge_sandbox.local._cgroups import V1Driver
+from forge_sandbox.local._sandbox import LocalSandbox
 
 
 class Probe(BaseModel):

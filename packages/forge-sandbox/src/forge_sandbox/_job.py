@@ -29,11 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from forge_gates import atomic_write_json
 from forge_sandbox._agents import AGENT_VERSION, AgentName, run_agent
 from forge_sandbox._errors import AgentTimeoutError, SandboxOOMError
-from forge_sandbox._local import LocalSandbox
 from forge_sandbox._protocol import Sandbox
 from forge_sandbox._spec import KillReport, SandboxSpec
 from forge_sandbox._task import HarborTask, task_checksum
 from forge_sandbox._verifier import VerifierResult, run_verifier
+from forge_sandbox.local._sandbox import LocalSandbox
 
 JOB_SCHEMA = "forge-sandbox/job@1"
 TRIAL_SCHEMA = "forge-sandbox/trial@1"
@@ -189,7 +189,7 @@ async def run_trial(
     try:
         # 1. a fresh sandbox with the task's workspace
         times["environment_setup"] = {"started_at": _now(), "finished_at": None}
-        sandbox = make_sandbox(task.sandbox_spec())
+        sandbox = make_sandbox(task.sandbox_spec(trial_name=trial_dir.name))
         await sandbox.start()
         times["environment_setup"]["finished_at"] = _now()
         try:

@@ -91,6 +91,16 @@ class SandboxSpec(BaseModel):
     start_timeout_s: float = Field(
         default=30.0, gt=0, description="How long start() waits for the sandbox to be ready."
     )
+    task_name: str | None = Field(
+        default=None,
+        description="The task this sandbox serves (HarborTask.sandbox_spec sets it): image-based "
+        "backends look its image up by it and label their resources with it.",
+    )
+    trial_name: str | None = Field(
+        default=None,
+        description="The trial this sandbox serves (run_trial sets it): backends that name "
+        "resources derive deterministic names from it (Kubernetes: the pod name).",
+    )
     max_output_bytes: int = Field(
         default=8 * 1024 * 1024,
         ge=1024,

@@ -82,7 +82,7 @@ class HarborTask(BaseModel):
                 "copies it to /workspace); found no such folder (the task has only an image?); "
                 "fix: add environment/workspace/, or run it on an image-based backend"
             )
-        fields: dict[str, Any] = {"workspace": source}
+        fields: dict[str, Any] = {"workspace": source, "task_name": self.name}
         if self.memory_mb is not None:
             fields["memory_mb"] = self.memory_mb
         if self.cpus is not None:

@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from forge_gates import sigterm_as_interrupt, use_help_formatter
-from forge_sandbox._bwrap import find_tools
-from forge_sandbox._cgroup_detect import detect_cgroups
 from forge_sandbox._doctor import run_doctor
 from forge_sandbox._errors import SandboxError, SandboxUnavailableError, TaskLayoutError
 from forge_sandbox._job import reward_of, run_job
-from forge_sandbox._local import LocalSandbox
 from forge_sandbox._spec import SandboxSpec
 from forge_sandbox._task import discover_tasks, load_task
 from forge_sandbox._verifier import run_verifier
+from forge_sandbox.local._bwrap import find_tools
+from forge_sandbox.local._cgroup_detect import detect_cgroups
+from forge_sandbox.local._sandbox import LocalSandbox
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 

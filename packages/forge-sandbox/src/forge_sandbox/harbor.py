@@ -25,8 +25,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without harbor
         f"{exc}; fix: pip install 'harbor==0.25.0' (Python >= 3.12)"
     ) from exc
 
-from forge_sandbox._local import LocalSandbox
 from forge_sandbox._spec import SandboxSpec
+from forge_sandbox.local._sandbox import LocalSandbox
 
 NO_TIMEOUT_S = 24 * 3600.0  # Harbor's timeout_sec=None: no limit of its own
 

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 
 from forge_gates import Violation
-from forge_sandbox._cgroups import (
+from forge_sandbox._errors import SandboxError, SandboxUnavailableError
+from forge_sandbox.local._cgroups import (
     V1_REQUIRED,
     V2_REQUIRED,
     CgroupDriver,
@@ -20,7 +21,6 @@ from forge_sandbox._cgroups import (
     V2Driver,
     _read,
 )
-from forge_sandbox._errors import SandboxError, SandboxUnavailableError
 
 
 def _unescape(field: str) -> str:

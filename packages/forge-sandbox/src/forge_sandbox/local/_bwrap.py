@@ -103,8 +103,17 @@ def root_binds(spec: SandboxSpec) -> list[str]:
     return args
 
 
-def bwrap_argv(tools: Tools, spec: SandboxSpec, workspace: Path, info_fd: int) -> list[str]:
-    """The bwrap command line of a sandbox's init (it prints READY, then sleeps)."""
+def bwrap_argv(
+    tools: Tools,
+    spec: SandboxSpec,
+    workspace: Path,
+    info_fd: int,
+    cgroup_view: Path | None = None,
+) -> list[str]:
+    """The bwrap command line of a sandbox's init (it prints READY, then sleeps).
+
+    cgroup_view: a host cgroup folder bound read-only at /sys/fs/cgroup (what a container
+    runtime shows a pod: its own cgroup's counters, e.g. pids.events)."""
     args = [tools.bwrap, "--info-fd", str(info_fd), "--die-with-parent", "--new-session"]
     args += ["--unshare-all", "--unshare-user", "--disable-userns"]
     if spec.network == "host":
@@ -123,6 +132,8 @@ def bwrap_argv(tools: Tools, spec: SandboxSpec, workspace: Path, info_fd: int) -
     else:  # a size-limited tmpfs (ENOSPC past storage_mb), filled from the host copy
         args += [*size, "--tmpfs", "/workspace", "--ro-bind", str(workspace), SEED]
         seed = f"cp -a {SEED}/. /workspace/ && "
+    if cgroup_view is not None:
+        args += ["--ro-bind", str(cgroup_view), "/sys/fs/cgroup"]
     args += ["--remount-ro", "/", "--chdir", "/workspace"]
     args += ["--", "/bin/sh", "-c", f"{seed}echo {READY} && exec sleep infinity"]
     return args

@@ -16,11 +16,11 @@ import time
 from collections.abc import Sequence
 from typing import IO
 
-from forge_sandbox._bwrap import JOIN_FAILED
-from forge_sandbox._cgroups import Cgroup
 from forge_sandbox._errors import SandboxError
-from forge_sandbox._io import OutputPipe, drain
 from forge_sandbox._spec import DEFAULT_PATH, ExecResult
+from forge_sandbox.local._bwrap import JOIN_FAILED
+from forge_sandbox.local._cgroups import Cgroup
+from forge_sandbox.local._io import OutputPipe, drain
 
 DRAIN_GRACE_S = 0.5  # output still arriving after the command exited (background writers)
 

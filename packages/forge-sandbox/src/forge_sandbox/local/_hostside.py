@@ -9,8 +9,8 @@ import stat
 import tempfile
 from pathlib import Path
 
-from forge_sandbox._cgroup_detect import _alive
 from forge_sandbox._errors import SandboxError
+from forge_sandbox.local._cgroup_detect import _alive
 
 STATE_PREFIX = "forge-sbx-"  # a sandbox's state folder: forge-sbx-<owner pid>-<random>
 

@@ -20,9 +20,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-from forge_sandbox import _bwrap
-from forge_sandbox._cgroup_detect import detect_cgroups, sweep_stale
-from forge_sandbox._cgroups import Cgroup, CgroupLimits
 from forge_sandbox._errors import (
     EnvironmentStartTimeoutError,
     SandboxError,
@@ -30,10 +27,18 @@ from forge_sandbox._errors import (
     SandboxStateError,
     SandboxTransferError,
 )
-from forge_sandbox._exec import kill_leaf, run_in_leaf
-from forge_sandbox._hostside import STATE_PREFIX, log_tail, prepare_workspace, sweep_stale_folders
 from forge_sandbox._spec import DEFAULT_PATH, ExecResult, KillReport, SandboxSpec
 from forge_sandbox._tar import check_sandbox_path, pack, unpack
+from forge_sandbox.local import _bwrap
+from forge_sandbox.local._cgroup_detect import detect_cgroups, sweep_stale
+from forge_sandbox.local._cgroups import Cgroup, CgroupLimits
+from forge_sandbox.local._exec import kill_leaf, run_in_leaf
+from forge_sandbox.local._hostside import (
+    STATE_PREFIX,
+    log_tail,
+    prepare_workspace,
+    sweep_stale_folders,
+)
 
 DEFAULT_HOST_UID = 100_000
 WRITABLE_FIX = "upload below a writable folder (/workspace, /tmp, /logs, /tests, /solution)"
@@ -49,6 +54,8 @@ class LocalSandbox:
 
     host_uid: the unprivileged host uid the sandbox runs as when started by root (default
     100000; sandbox uid `spec.uid` maps onto it). Ignored (your own uid) when not root.
+    cgroup_view: bind the sandbox's pids cgroup read-only at /sys/fs/cgroup, as a container
+    runtime shows a pod its cgroup (the in-process Kubernetes API server's pods use it).
     """
 
     def __init__(
@@ -60,6 +67,7 @@ class LocalSandbox:
         host_uid: int | None = DEFAULT_HOST_UID,
         state_root: str | os.PathLike[str] | None = None,
         mountinfo: str | None = None,
+        cgroup_view: bool = False,
     ) -> None:
         self.spec = spec or SandboxSpec()
         self._bwrap_name = bwrap
@@ -67,6 +75,7 @@ class LocalSandbox:
         self._host_uid = host_uid if os.geteuid() == 0 else None
         self._state_root = state_root
         self._mountinfo = mountinfo
+        self._cgroup_view = cgroup_view
         self._state = "new"
         self._dir: Path | None = None
         self._cgroup: Cgroup | None = None
@@ -139,7 +148,8 @@ class LocalSandbox:
         init_leaf = self._cgroup.child("init")
         # 4. bwrap, started inside the leaf as the unprivileged host uid; wait for READY
         read_fd, write_fd = os.pipe()
-        inner = _bwrap.bwrap_argv(tools, spec, workspace, write_fd)
+        view = self._cgroup.pids_folder if self._cgroup_view else None
+        inner = _bwrap.bwrap_argv(tools, spec, workspace, write_fd, view)
         argv = _bwrap.join_argv(
             tools, init_leaf.procs_files, spec, [*_bwrap.drop_to(tools, self._host_uid), *inner]
         )

@@ -122,6 +122,11 @@ class CgroupV1:
     def pids(self) -> set[int]:
         return _procs(self.paths["pids"])
 
+    @property
+    def pids_folder(self) -> Path:
+        """The folder holding this cgroup's pids.* files."""
+        return self.paths["pids"]
+
     def oom_kills(self) -> int:
         return _counter(self.paths["memory"] / "memory.oom_control", "oom_kill")
 
@@ -176,6 +181,11 @@ class CgroupV2:
 
     def pids(self) -> set[int]:
         return _procs(self.path)
+
+    @property
+    def pids_folder(self) -> Path:
+        """The folder holding this cgroup's pids.* files."""
+        return self.path
 
     def oom_kills(self) -> int:
         return _counter(self.path / "memory.events", "oom_kill")

@@ -1,0 +1,14 @@
+"""forge_sandbox.local: the bubblewrap + cgroups backend of the Sandbox protocol.
+
+    from forge_sandbox.local import LocalSandbox
+    async with LocalSandbox(SandboxSpec(workspace="repo")) as sandbox:
+        result = await sandbox.exec("python3 -m unittest -q")
+
+`forge_sandbox` re-exports these names (LocalSandbox, CgroupLimits, detect_cgroups).
+"""
+
+from forge_sandbox.local._cgroup_detect import detect_cgroups
+from forge_sandbox.local._cgroups import CgroupLimits
+from forge_sandbox.local._sandbox import LocalSandbox
+
+__all__ = ["CgroupLimits", "LocalSandbox", "detect_cgroups"]
