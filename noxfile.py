@@ -142,7 +142,7 @@ def mutants(session: nox.Session) -> None:
     -> mutants-report.json and a table; fails when a module kills < 90% of its non-equivalent
     mutants (reviewed equivalents: tools/mutants-equivalent.toml).
 
-    Positional arguments go to tools/mutants.py: `nox -s mutants -- --only forge_ppo._gae`.
+    Positional arguments go to tools/mutants.py: `nox -s mutants -- --only forge_ppo.algo._gae`.
     """
     install_workspace(session)
     if 'name = "mutmut"' not in (ROOT / "uv.lock").read_text():

@@ -38,17 +38,23 @@ from pathlib import Path
 CHOICES = ("auto", "cpu", "cuda")
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 FIND_LINKS_VARS = ("UV_FIND_LINKS", "PIP_FIND_LINKS")
-# `uv export` arguments for the whole workspace: every member, extra and the dev group, pinned;
-# no hashes (a CPU torch wheel's hash differs from the locked CUDA one)
+# extras that pull a heavy engine (verl + Ray: ~110 packages, +1 GB): only their own sessions
+# (`nox -s verl`) install them, so `nox -s tests` proves the workspace works without them
+ENGINE_EXTRAS = ("verl",)
+# `uv export` arguments for the whole workspace: every member, extra (but the engine extras)
+# and the dev group, pinned; no hashes (a CPU torch wheel's hash differs from the locked CUDA one)
 EXPORT_ARGS = (
     "--frozen",
     "--no-hashes",
     "--all-packages",
     "--all-extras",
+    *(arg for extra in ENGINE_EXTRAS for arg in ("--no-extra", extra)),
     "--no-emit-workspace",
     "--no-header",
     "--no-annotate",
 )
+# the same with the engine extras too (the sessions of those engines)
+EXPORT_ARGS_WITH_ENGINES = tuple(a for a in EXPORT_ARGS if a not in ("--no-extra", *ENGINE_EXTRAS))
 # every install step names its sources itself (plan.find_links -> --find-links)
 NO_AMBIENT_FIND_LINKS: dict[str, str | None] = {name: None for name in FIND_LINKS_VARS}
 # the session's Python prints these facts (no third-party import, torch is not imported)

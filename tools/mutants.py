@@ -15,7 +15,7 @@ tell it from the original. score = detected / non-equivalent, detected = killed 
 Writes `mutants-report.json` (schema forge/mutants-report@1) and a table; exits 1 when a module
 scores below the threshold (90%) or mutmut fails.
 
-Usage: `python tools/mutants.py [--only forge_ppo._gae ...] [--out mutants-report.json]`
+Usage: `python tools/mutants.py [--only forge_ppo.algo._gae ...] [--out mutants-report.json]`
 (normally through `nox -s mutants`, which installs mutmut==3.8.1).
 """
 
@@ -42,7 +42,7 @@ THRESHOLD = 0.90
 
 @dataclass(frozen=True)
 class Target:
-    module: str  # dotted module, e.g. forge_ppo._gae
+    module: str  # dotted module, e.g. forge_ppo.algo._gae
     package: str  # folder under packages/
     tests: tuple[str, ...]  # test files under the package's tests/ that exercise the module
 
@@ -59,17 +59,17 @@ TARGETS = (
         ("test_guard.py", "test_traces.py", "test_gateway.py"),
     ),
     Target(
-        "forge_ppo._observability",
+        "forge_ppo.algo._observability",
         "forge-ppo",
         ("test_observability.py", "test_observability_inputs.py"),
     ),
     Target(
-        "forge_ppo._losses",
+        "forge_ppo.algo._losses",
         "forge-ppo",
         ("test_losses.py", "test_loss_inputs.py", "test_parity_fixture.py"),
     ),
     Target(
-        "forge_ppo._gae",
+        "forge_ppo.algo._gae",
         "forge-ppo",
         (
             "test_gae.py",
@@ -306,7 +306,7 @@ def table(modules: dict[str, dict], threshold: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="+", metavar="MODULE", help="e.g. forge_ppo._gae")
+    parser.add_argument("--only", nargs="+", metavar="MODULE", help="e.g. forge_ppo.algo._gae")
     parser.add_argument("--out", default=str(ROOT / "mutants-report.json"), help="JSON report")
     parser.add_argument("--work-dir", default=str(ROOT / ".mutants"), help="scratch copies")
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)

@@ -101,7 +101,7 @@ def test_the_command_fails_on_the_issue_example(tmp_path: Path) -> None:
         copy / "packages",
         ignore=shutil.ignore_patterns("__pycache__", "demo_tasks", "demo_split", "*.pyc"),
     )
-    target = copy / "packages/forge-ppo/src/forge_ppo/_batch.py"
+    target = copy / "packages/forge-ppo/src/forge_ppo/algo/_batch.py"
     target.write_text(target.read_text() + "\nfrom forge_rollout._samples import SampleRow  # x\n")
     done = subprocess.run(
         [sys.executable, str(ROOT / "tools/check_imports.py"), str(copy)],

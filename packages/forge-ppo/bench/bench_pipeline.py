@@ -1,6 +1,6 @@
 """`ppo_smoke` as a benchmark: wall time and peak memory of the whole main job, and the train
 step's tokens/s. Reference (same process, same machine state): importing the stack
-(`python -c "import forge_ppo._pipeline, torch, transformers, peft"`), so the ratio says how
+(`python -c "import forge_ppo.pipeline._train, torch, transformers, peft"`), so the ratio says how
 much of the wall time is the job itself. Target: the smoke under 180 s here.
 """
 
@@ -38,7 +38,8 @@ def run() -> dict:
     try:
         # 1. reference: the imports alone
         ref_wall, _, _ = _child(
-            [sys.executable, "-c", "import forge_ppo._pipeline, torch, transformers, peft"], env
+            [sys.executable, "-c", "import forge_ppo.pipeline._train, torch, transformers, peft"],
+            env,
         )
         # 2. the main job, exactly as `nox -s ppo_smoke` runs it
         run_dir = root / "smoke"

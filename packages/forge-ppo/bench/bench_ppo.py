@@ -2,7 +2,7 @@
 micro-batch planner against a greedy reference. `run() -> dict` (tools/bench.py, `nox -s bench`).
 
 GAE reference: verl 0.9.1's `compute_gae_advantage_return` when verl is importable; otherwise
-`forge_ppo._reference.gae_loop_verl_semantics`, a re-statement of the same algorithm (a reverse
+`forge_ppo.algo._reference.gae_loop_verl_semantics`, a re-statement of the same algorithm (a reverse
 Python loop over token columns), not verl's code. Both include verl's whitening, so Forge is
 timed as compute_gae + masked_whiten. The loop's cost is linear in the number of columns, so
 for long sequences it is timed on the first LOOP_COLUMNS columns and scaled (marked as such).
@@ -16,8 +16,8 @@ import time
 import torch
 
 from forge_ppo import compute_gae, masked_whiten, plan_micro_batches
-from forge_ppo._reference import gae_loop_verl_semantics
-from forge_ppo._workloads import lognormal_lengths
+from forge_ppo.algo._reference import gae_loop_verl_semantics
+from forge_ppo.algo._workloads import lognormal_lengths
 
 ROWS = 8
 LENGTHS = (8192, 40960, 65536)

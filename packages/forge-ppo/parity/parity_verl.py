@@ -32,7 +32,7 @@ from verl.utils.seqlen_balancing import (
 )
 
 from forge_ppo import compute_gae, masked_whiten, plan_micro_batches, policy_loss, value_loss
-from forge_ppo._workloads import lognormal_lengths
+from forge_ppo.algo._workloads import lognormal_lengths
 
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE.parent / "tests" / "fixtures" / "verl_0_9_1_parity.json"

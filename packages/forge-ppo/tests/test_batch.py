@@ -20,8 +20,8 @@ from forge_ppo import (
     split_rows,
     task_mini_batches,
 )
-from forge_ppo._batch import padded_tokens, row_length
-from forge_ppo._ppo_steps import critic_values
+from forge_ppo.algo._batch import padded_tokens, row_length
+from forge_ppo.local._ppo_steps import critic_values
 from forge_rollout.rows import RowHeader, SampleRow, episode_to_rows
 
 torch.set_num_threads(1)

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from forge_gates import GateError, load_spec, read_config, read_ledger
-from forge_ppo._pipeline import budget_gates
-from forge_ppo._trainer import TokenBudgets
 from forge_ppo.cli import apply_overrides
+from forge_ppo.local._trainer import TokenBudgets
+from forge_ppo.pipeline._train import budget_gates
 
 
 def test_budgets_come_each_from_their_own_field() -> None:
@@ -66,7 +66,7 @@ def test_a_budget_below_the_window_fails(tmp_path: Path) -> None:
 
 def test_formal_updates_stop_past_the_infra_error_and_timeout_ratios() -> None:
     from forge_gates import Check
-    from forge_ppo._pipeline import _check_rollout_health
+    from forge_ppo.pipeline._train import _check_rollout_health
 
     spec = load_spec("formal-local")
     assert (spec.agent.max_infra_error_ratio, spec.agent.max_timeout_ratio) == (0.1, 0.35)

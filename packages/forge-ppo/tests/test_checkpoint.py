@@ -237,7 +237,7 @@ def test_os_error_during_write_leaves_no_half_written_checkpoint(
     saved, tiny, tmp_path, monkeypatch
 ):
     _, actor, critic, record = saved
-    import forge_ppo._checkpoint as module
+    import forge_ppo.checkpoint._save as module
 
     real = module.save_file
 
@@ -259,7 +259,7 @@ def test_os_error_during_write_leaves_no_half_written_checkpoint(
 
 def test_kill_mid_write_leaves_no_final_folder(saved, tiny, tmp_path):
     _, actor, critic, record = saved
-    import forge_ppo._checkpoint as module
+    import forge_ppo.checkpoint._save as module
 
     pid = os.fork()
     if pid == 0:  # child: die by SIGKILL halfway through the critic file

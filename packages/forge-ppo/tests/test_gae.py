@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from forge_ppo import PPOInputError, compute_gae, masked_whiten, reverse_discounted_scan
-from forge_ppo._reference import gae_loop_verl_semantics, gae_reference
+from forge_ppo.algo._reference import gae_loop_verl_semantics, gae_reference
 
 torch.set_num_threads(1)
 TOL = {"rtol": 1e-9, "atol": 1e-9}

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from forge_ppo import PPOInputError, compute_gae, reverse_discounted_scan
-from forge_ppo._reference import gae_reference
+from forge_ppo.algo._reference import gae_reference
 
 torch.set_num_threads(1)
 D = torch.float64

@@ -16,7 +16,7 @@ from forge_ppo import (
     policy_loss,
     value_loss,
 )
-from forge_ppo._losses import LOG_RATIO_CLAMP
+from forge_ppo.algo._losses import LOG_RATIO_CLAMP
 
 torch.set_num_threads(1)
 D = torch.float64

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from forge_ppo import PPOInputError, lower_bound, plan_micro_batches
-from forge_ppo._workloads import lognormal_lengths
+from forge_ppo.algo._workloads import lognormal_lengths
 
 
 def assert_valid(plan, lengths):

@@ -20,7 +20,7 @@ from forge_ppo import (
     encode_task_id,
     split_rows,
 )
-from forge_ppo._ppo_steps import UpdateData, actor_backward, critic_backward
+from forge_ppo.local._ppo_steps import UpdateData, actor_backward, critic_backward
 from forge_rollout.rows import episode_to_rows
 
 torch.set_num_threads(1)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from forge_gates import load_spec
-from forge_ppo._plan import validation_decoding
-from forge_ppo._rollouts import sent_decoding
+from forge_ppo.pipeline._plan import validation_decoding
+from forge_ppo.pipeline._rollouts import sent_decoding
 from forge_rollout.rows import Trace, TraceTiming
 
 

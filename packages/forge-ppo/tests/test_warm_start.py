@@ -12,7 +12,7 @@ from transformers import Qwen2Config
 
 from forge_gates import GateError, LoRASpec, read_ledger
 from forge_ppo import ValueModel, check_warm_start_config, save_checkpoint, warm_start
-from forge_ppo._load_checks import check_loaded_actor
+from forge_ppo.checkpoint._load_checks import check_loaded_actor
 
 MARKERS = [
     "PPO_WARM_START_CONFIG_PASSED",

@@ -12,6 +12,15 @@ GAE over action tokens (observation tokens skipped), then the PPO losses::
     metrics = {**actor.metrics(), **critic.metrics(),
                **critic_observability(values, returns, advantages, response_mask)}
 
+One Trainer protocol, two engines (`backends.trainer = "local" | "verl"`)::
+
+    trainer = build_trainer(spec, model_dir, run_dir)    # forge_ppo.local or forge_ppo.verl
+    result = trainer.update(rows, step=1, episodes=None)
+    trainer.save(run_dir / "checkpoints", step=1, record=result.record, run_dir=run_dir)
+
+Layout: `algo/` (pure PPO math), `checkpoint/` (LoRA-only layout, warm start, verification),
+`local/` and `verl/` (the two trainers), `pipeline/` (smoke, soak, formal).
+
 Micro-batches and checkpoints::
 
     plan = plan_micro_batches(lengths, token_budget=65536, world_size=4, equal_counts=True)
@@ -29,26 +38,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names below resolve lazily (see __getattr__)
-    from forge_ppo._actor import Actor, ActorOutput
-    from forge_ppo._adapter import (
-        DEFAULT_MAX_LORA_RANK,
-        adapter_config_dict,
-        adapter_state_dict,
-        check_adapter_rules,
-        lora_config,
-        tensor_fingerprint,
-    )
-    from forge_ppo._batch import Batch, collate, gather_response, split_rows
-    from forge_ppo._checkpoint import save_checkpoint
-    from forge_ppo._errors import PPOInputError
-    from forge_ppo._gae import (
+    from forge_ppo._protocol import TokenBudgets, Trainer, UpdateResult
+    from forge_ppo.algo._batch import Batch, collate, gather_response, split_rows
+    from forge_ppo.algo._errors import PPOInputError
+    from forge_ppo.algo._gae import (
         compute_gae,
         masked_mean,
         masked_var,
         masked_whiten,
         reverse_discounted_scan,
     )
-    from forge_ppo._losses import (
+    from forge_ppo.algo._losses import (
         LOSS_AGG_MODES,
         PolicyLossOutput,
         ValueLossOutput,
@@ -59,9 +59,9 @@ if TYPE_CHECKING:  # the names below resolve lazily (see __getattr__)
         policy_loss,
         value_loss,
     )
-    from forge_ppo._metrics import grad_norm, masked_entropy_mean
-    from forge_ppo._microbatch import MicroBatchPlan, lower_bound, plan_micro_batches
-    from forge_ppo._observability import (
+    from forge_ppo.algo._metrics import grad_norm, masked_entropy_mean
+    from forge_ppo.algo._microbatch import MicroBatchPlan, lower_bound, plan_micro_batches
+    from forge_ppo.algo._observability import (
         EpisodeOutcome,
         critic_observability,
         decode_task_id,
@@ -69,77 +69,91 @@ if TYPE_CHECKING:  # the names below resolve lazily (see __getattr__)
         task_critic_metrics,
         task_rollout_metrics,
     )
-    from forge_ppo._passes import micro_batches, task_mini_batches
-    from forge_ppo._summary import CheckpointSummary, FileRecord, ParentCheckpoint
-    from forge_ppo._trainer import PPOTrainer, UpdateResult
-    from forge_ppo._update import UpdateRecord, UpdateTracker
-    from forge_ppo._update_metrics import episode_outcomes
-    from forge_ppo._value_model import ValueModel
-    from forge_ppo._verify import check_checkpoint_files, verify_checkpoint
-    from forge_ppo._warm_start import (
+    from forge_ppo.checkpoint._adapter import (
+        DEFAULT_MAX_LORA_RANK,
+        adapter_config_dict,
+        adapter_state_dict,
+        check_adapter_rules,
+        lora_config,
+        tensor_fingerprint,
+    )
+    from forge_ppo.checkpoint._save import save_checkpoint
+    from forge_ppo.checkpoint._summary import CheckpointSummary, FileRecord, ParentCheckpoint
+    from forge_ppo.checkpoint._update import UpdateRecord, UpdateTracker
+    from forge_ppo.checkpoint._verify import check_checkpoint_files, verify_checkpoint
+    from forge_ppo.checkpoint._warm_start import (
         WarmStart,
         check_warm_start_checkpoint,
         check_warm_start_config,
         warm_start,
     )
+    from forge_ppo.local._actor import Actor, ActorOutput
+    from forge_ppo.local._passes import micro_batches, task_mini_batches
+    from forge_ppo.local._trainer import PPOTrainer
+    from forge_ppo.local._update_metrics import episode_outcomes
+    from forge_ppo.local._value_model import ValueModel
+    from forge_ppo.pipeline._trainers import build_trainer
 
 _LAZY: dict[str, str] = {
-    "Actor": "forge_ppo._actor",
-    "ActorOutput": "forge_ppo._actor",
-    "Batch": "forge_ppo._batch",
-    "CheckpointSummary": "forge_ppo._summary",
-    "DEFAULT_MAX_LORA_RANK": "forge_ppo._adapter",
-    "EpisodeOutcome": "forge_ppo._observability",
-    "FileRecord": "forge_ppo._summary",
-    "LOSS_AGG_MODES": "forge_ppo._losses",
-    "MicroBatchPlan": "forge_ppo._microbatch",
-    "PPOInputError": "forge_ppo._errors",
-    "PPOTrainer": "forge_ppo._trainer",
-    "ParentCheckpoint": "forge_ppo._summary",
-    "PolicyLossOutput": "forge_ppo._losses",
-    "UpdateRecord": "forge_ppo._update",
-    "UpdateResult": "forge_ppo._trainer",
-    "UpdateTracker": "forge_ppo._update",
-    "ValueLossOutput": "forge_ppo._losses",
-    "ValueModel": "forge_ppo._value_model",
-    "WarmStart": "forge_ppo._warm_start",
-    "adapter_config_dict": "forge_ppo._adapter",
-    "adapter_state_dict": "forge_ppo._adapter",
-    "aggregate_loss": "forge_ppo._losses",
-    "check_adapter_rules": "forge_ppo._adapter",
-    "check_checkpoint_files": "forge_ppo._verify",
-    "check_warm_start_checkpoint": "forge_ppo._warm_start",
-    "check_warm_start_config": "forge_ppo._warm_start",
-    "collate": "forge_ppo._batch",
-    "compute_gae": "forge_ppo._gae",
-    "critic_observability": "forge_ppo._observability",
-    "decode_task_id": "forge_ppo._observability",
-    "encode_task_id": "forge_ppo._observability",
-    "entropy_from_logits": "forge_ppo._losses",
-    "episode_outcomes": "forge_ppo._update_metrics",
-    "gather_response": "forge_ppo._batch",
-    "grad_norm": "forge_ppo._metrics",
-    "kl_penalty": "forge_ppo._losses",
-    "lora_config": "forge_ppo._adapter",
-    "loss_normaliser": "forge_ppo._losses",
-    "lower_bound": "forge_ppo._microbatch",
-    "masked_entropy_mean": "forge_ppo._metrics",
-    "masked_mean": "forge_ppo._gae",
-    "masked_var": "forge_ppo._gae",
-    "masked_whiten": "forge_ppo._gae",
-    "micro_batches": "forge_ppo._passes",
-    "plan_micro_batches": "forge_ppo._microbatch",
-    "policy_loss": "forge_ppo._losses",
-    "reverse_discounted_scan": "forge_ppo._gae",
-    "save_checkpoint": "forge_ppo._checkpoint",
-    "split_rows": "forge_ppo._batch",
-    "task_critic_metrics": "forge_ppo._observability",
-    "task_mini_batches": "forge_ppo._passes",
-    "task_rollout_metrics": "forge_ppo._observability",
-    "tensor_fingerprint": "forge_ppo._adapter",
-    "value_loss": "forge_ppo._losses",
-    "verify_checkpoint": "forge_ppo._verify",
-    "warm_start": "forge_ppo._warm_start",
+    "Actor": "forge_ppo.local._actor",
+    "ActorOutput": "forge_ppo.local._actor",
+    "Batch": "forge_ppo.algo._batch",
+    "CheckpointSummary": "forge_ppo.checkpoint._summary",
+    "DEFAULT_MAX_LORA_RANK": "forge_ppo.checkpoint._adapter",
+    "EpisodeOutcome": "forge_ppo.algo._observability",
+    "FileRecord": "forge_ppo.checkpoint._summary",
+    "LOSS_AGG_MODES": "forge_ppo.algo._losses",
+    "MicroBatchPlan": "forge_ppo.algo._microbatch",
+    "PPOInputError": "forge_ppo.algo._errors",
+    "PPOTrainer": "forge_ppo.local._trainer",
+    "ParentCheckpoint": "forge_ppo.checkpoint._summary",
+    "PolicyLossOutput": "forge_ppo.algo._losses",
+    "UpdateRecord": "forge_ppo.checkpoint._update",
+    "UpdateResult": "forge_ppo._protocol",
+    "TokenBudgets": "forge_ppo._protocol",
+    "Trainer": "forge_ppo._protocol",
+    "build_trainer": "forge_ppo.pipeline._trainers",
+    "UpdateTracker": "forge_ppo.checkpoint._update",
+    "ValueLossOutput": "forge_ppo.algo._losses",
+    "ValueModel": "forge_ppo.local._value_model",
+    "WarmStart": "forge_ppo.checkpoint._warm_start",
+    "adapter_config_dict": "forge_ppo.checkpoint._adapter",
+    "adapter_state_dict": "forge_ppo.checkpoint._adapter",
+    "aggregate_loss": "forge_ppo.algo._losses",
+    "check_adapter_rules": "forge_ppo.checkpoint._adapter",
+    "check_checkpoint_files": "forge_ppo.checkpoint._verify",
+    "check_warm_start_checkpoint": "forge_ppo.checkpoint._warm_start",
+    "check_warm_start_config": "forge_ppo.checkpoint._warm_start",
+    "collate": "forge_ppo.algo._batch",
+    "compute_gae": "forge_ppo.algo._gae",
+    "critic_observability": "forge_ppo.algo._observability",
+    "decode_task_id": "forge_ppo.algo._observability",
+    "encode_task_id": "forge_ppo.algo._observability",
+    "entropy_from_logits": "forge_ppo.algo._losses",
+    "episode_outcomes": "forge_ppo.local._update_metrics",
+    "gather_response": "forge_ppo.algo._batch",
+    "grad_norm": "forge_ppo.algo._metrics",
+    "kl_penalty": "forge_ppo.algo._losses",
+    "lora_config": "forge_ppo.checkpoint._adapter",
+    "loss_normaliser": "forge_ppo.algo._losses",
+    "lower_bound": "forge_ppo.algo._microbatch",
+    "masked_entropy_mean": "forge_ppo.algo._metrics",
+    "masked_mean": "forge_ppo.algo._gae",
+    "masked_var": "forge_ppo.algo._gae",
+    "masked_whiten": "forge_ppo.algo._gae",
+    "micro_batches": "forge_ppo.local._passes",
+    "plan_micro_batches": "forge_ppo.algo._microbatch",
+    "policy_loss": "forge_ppo.algo._losses",
+    "reverse_discounted_scan": "forge_ppo.algo._gae",
+    "save_checkpoint": "forge_ppo.checkpoint._save",
+    "split_rows": "forge_ppo.algo._batch",
+    "task_critic_metrics": "forge_ppo.algo._observability",
+    "task_mini_batches": "forge_ppo.local._passes",
+    "task_rollout_metrics": "forge_ppo.algo._observability",
+    "tensor_fingerprint": "forge_ppo.checkpoint._adapter",
+    "value_loss": "forge_ppo.algo._losses",
+    "verify_checkpoint": "forge_ppo.checkpoint._verify",
+    "warm_start": "forge_ppo.checkpoint._warm_start",
 }
 
 __all__ = [
@@ -157,7 +171,10 @@ __all__ = [
     "ParentCheckpoint",
     "PolicyLossOutput",
     "UpdateRecord",
+    "TokenBudgets",
+    "Trainer",
     "UpdateResult",
+    "build_trainer",
     "UpdateTracker",
     "ValueLossOutput",
     "ValueModel",

@@ -21,7 +21,7 @@ from forge_gates import use_help_formatter
 
 def _inspect(args: argparse.Namespace) -> int:
     from forge_gates import GateError
-    from forge_ppo._verify import verify_checkpoint
+    from forge_ppo.checkpoint._verify import verify_checkpoint
 
     try:
         summary = verify_checkpoint(args.checkpoint)
@@ -60,7 +60,12 @@ def _inspect(args: argparse.Namespace) -> int:
 def _check_adapter(args: argparse.Namespace) -> int:
     from safetensors import safe_open
 
-    from forge_ppo._adapter import ADAPTER_CONFIG, ADAPTER_DIR, ADAPTER_WEIGHTS, check_adapter_rules
+    from forge_ppo.checkpoint._adapter import (
+        ADAPTER_CONFIG,
+        ADAPTER_DIR,
+        ADAPTER_WEIGHTS,
+        check_adapter_rules,
+    )
 
     folder = Path(args.path)
     if (folder / ADAPTER_DIR).is_dir():
@@ -84,8 +89,8 @@ def _check_adapter(args: argparse.Namespace) -> int:
 
 
 def _balance(args: argparse.Namespace) -> int:
-    from forge_ppo._errors import PPOInputError
-    from forge_ppo._microbatch import plan_micro_batches
+    from forge_ppo.algo._errors import PPOInputError
+    from forge_ppo.algo._microbatch import plan_micro_batches
 
     lengths = list(args.lengths)
     if args.lengths_file:
@@ -204,7 +209,7 @@ def _quiet_libraries() -> None:
 def _train(args: argparse.Namespace) -> int:
     _quiet_libraries()
     from forge_gates import GateError, read_config, sigterm_as_interrupt, validate_config
-    from forge_ppo._pipeline import train
+    from forge_ppo.pipeline._train import train
 
     # 1. the spec with its overrides: every violation listed, before any folder exists
     try:

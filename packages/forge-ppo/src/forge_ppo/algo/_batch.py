@@ -26,7 +26,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from forge_ppo._errors import PPOInputError
+from forge_ppo.algo._errors import PPOInputError
 from forge_rollout.rows import SampleRow
 
 DROP_REASONS = ("empty_prompt", "no_action_tokens")

@@ -21,8 +21,8 @@ from urllib.parse import quote, unquote
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from forge_ppo._errors import PPOInputError
-from forge_ppo._validate import check_finite, check_mask, check_same_shape
+from forge_ppo.algo._errors import PPOInputError
+from forge_ppo.algo._validate import check_finite, check_mask, check_same_shape
 
 OBS = "critic/observability"
 

@@ -17,8 +17,8 @@ from typing import Literal
 
 import torch
 
-from forge_ppo._errors import PPOInputError
-from forge_ppo._validate import check_finite, check_mask, check_same_shape
+from forge_ppo.algo._errors import PPOInputError
+from forge_ppo.algo._validate import check_finite, check_mask, check_same_shape
 
 RewardOnObservation = Literal["raise", "previous_action"]
 

@@ -37,7 +37,7 @@ from forge_gates import (
     staging_dir,
     sweep_stale_staging,
 )
-from forge_ppo._adapter import (
+from forge_ppo.checkpoint._adapter import (
     ADAPTER_CONFIG,
     ADAPTER_DIR,
     ADAPTER_WEIGHTS,
@@ -45,8 +45,8 @@ from forge_ppo._adapter import (
     adapter_config_dict,
     adapter_state_dict,
 )
-from forge_ppo._save_checks import save_preconditions
-from forge_ppo._summary import (
+from forge_ppo.checkpoint._save_checks import save_preconditions
+from forge_ppo.checkpoint._summary import (
     CRITIC_CONFIG,
     CRITIC_DIR,
     CRITIC_WEIGHTS,
@@ -61,8 +61,8 @@ from forge_ppo._summary import (
     model_fingerprint,
     step_dir_name,
 )
-from forge_ppo._update import UpdateRecord
-from forge_ppo._value_model import DTYPES, DtypeName, ValueModel
+from forge_ppo.checkpoint._update import UpdateRecord
+from forge_ppo.local._value_model import DTYPES, DtypeName, ValueModel
 
 GATE = Gate.PPO_COMPACT_CHECKPOINT_PASSED
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import torch
 
-from forge_ppo._validate import check_mask, check_same_shape
+from forge_ppo.algo._validate import check_mask, check_same_shape
 
 
 def masked_entropy_mean(entropy: torch.Tensor, response_mask: torch.Tensor) -> float:

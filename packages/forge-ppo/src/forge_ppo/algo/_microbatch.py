@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from forge_ppo._errors import PPOInputError
+from forge_ppo.algo._errors import PPOInputError
 
 Bins = list[list[int]]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from forge_ppo._errors import PPOInputError
+from forge_ppo.algo._errors import PPOInputError
 
 
 def check_same_shape(reference: str, tensors: dict[str, torch.Tensor]) -> tuple[int, ...]:

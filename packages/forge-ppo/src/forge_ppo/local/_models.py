@@ -6,34 +6,14 @@ from pathlib import Path
 
 import torch
 
-from forge_gates import Gate, RunSpec, gate
-from forge_ppo._actor import Actor
-from forge_ppo._summary import ParentCheckpoint
-from forge_ppo._value_model import ValueModel
-from forge_ppo._warm_start import check_warm_start_checkpoint
+from forge_gates import RunSpec
+from forge_ppo._protocol import critic_base
+from forge_ppo.checkpoint._summary import ParentCheckpoint
+from forge_ppo.local._actor import Actor
+from forge_ppo.local._trainer import PPOTrainer
+from forge_ppo.local._value_model import ValueModel
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
-
-
-def critic_base(spec: RunSpec, model_dir: Path) -> str:
-    """The critic's base model folder: `model.critic_path`, else the actor's base model."""
-    return spec.model.critic_path or str(model_dir)
-
-
-def check_parent(spec: RunSpec, model_dir: Path) -> None:
-    """Refuse a bad `checkpoint.warm_start` before any run folder, server or gateway exists:
-    files, summary, adapter config, base models, finite tensors (GateError listing them all).
-    Passing prints nothing: PPO_WARM_START_CONFIG_PASSED is recorded by the full check later."""
-    if spec.checkpoint.warm_start is None:
-        return
-    _, problems = check_warm_start_checkpoint(
-        spec.checkpoint.warm_start,
-        base_model=str(model_dir),
-        lora_spec=spec.lora,
-        critic_base_model=critic_base(spec, model_dir),
-    )
-    if problems:
-        gate(None, Gate.PPO_WARM_START_CONFIG_PASSED, problems)
 
 
 def build_models(
@@ -55,3 +35,9 @@ def build_models(
         run_dir=run_dir,
     )
     return actor, loaded.critic, loaded.parent
+
+
+def build_local_trainer(spec: RunSpec, model_dir: Path, run_dir: Path) -> PPOTrainer:
+    """The local trainer for `spec`: fresh, or strictly warm-started (its gates recorded)."""
+    actor, critic, parent = build_models(spec, model_dir, run_dir)
+    return PPOTrainer(actor, critic, spec, parent=parent)

@@ -13,77 +13,39 @@ non-finite loss / gradient / metric, or an unchanged model raises and no record 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from time import perf_counter
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
 from forge_gates import RunSpec
-from forge_ppo._actor import Actor
-from forge_ppo._batch import Batch, assert_finite_metrics, collate, split_rows
-from forge_ppo._errors import PPOInputError
-from forge_ppo._gae import compute_gae, masked_whiten
-from forge_ppo._metrics import masked_entropy_mean
-from forge_ppo._observability import EpisodeOutcome
-from forge_ppo._passes import infer, micro_batches, task_mini_batches
-from forge_ppo._ppo_steps import (
+from forge_ppo._protocol import TokenBudgets, UpdateResult
+from forge_ppo.algo._batch import Batch, assert_finite_metrics, collate, split_rows
+from forge_ppo.algo._errors import PPOInputError
+from forge_ppo.algo._gae import compute_gae, masked_whiten
+from forge_ppo.algo._metrics import masked_entropy_mean
+from forge_ppo.algo._observability import EpisodeOutcome
+from forge_ppo.checkpoint._save import save_checkpoint
+from forge_ppo.checkpoint._summary import ParentCheckpoint
+from forge_ppo.checkpoint._update import UpdateRecord, UpdateTracker
+from forge_ppo.local._actor import Actor
+from forge_ppo.local._passes import infer, micro_batches, task_mini_batches
+from forge_ppo.local._ppo_steps import (
     UpdateData,
     actor_backward,
     critic_backward,
     critic_values,
     optimizer_step,
 )
-from forge_ppo._update import UpdateRecord, UpdateTracker
-from forge_ppo._update_metrics import (
+from forge_ppo.local._update_metrics import (
     batch_metrics,
     critic_metrics,
     episode_outcomes,
     mean_over_steps,
     rollout_drift,
 )
-from forge_ppo._value_model import ValueModel
+from forge_ppo.local._value_model import ValueModel
 from forge_rollout.rows import SampleRow
-
-
-class UpdateResult(BaseModel):
-    """What one PPO update did: finite metrics, the update proof and the counts."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-    step: int = Field(gt=0, description="Global step this update produced (1-based).")
-    metrics: dict[str, float] = Field(description="Every metric of the update (all finite).")
-    record: UpdateRecord = Field(description="Proof that actor AND critic changed (for saves).")
-    rows: int = Field(gt=0, description="Rows trained on.")
-    dropped_rows: dict[str, int] = Field(description="Rows dropped before training, per reason.")
-    episodes: int = Field(ge=0, description="Episodes the rows came from.")
-    action_tokens: int = Field(gt=0, description="Action tokens trained on.")
-    tokens: int = Field(gt=0, description="Real tokens (prompt + response) in the batch.")
-    actor_optimizer_steps: int = Field(gt=0, description="Actor optimizer steps.")
-    critic_optimizer_steps: int = Field(gt=0, description="Critic optimizer steps.")
-
-
-class TokenBudgets(BaseModel):
-    """The token budgets (padded tokens per micro-batch) this trainer uses, per pass; the
-    budget gates read them back from the built trainer, never from the spec."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    actor_train: int = Field(gt=0, description="Actor forward+backward micro-batches.")
-    actor_infer: int = Field(gt=0, description="Actor no-grad passes (old / reference log-probs).")
-    critic_train: int = Field(gt=0, description="Critic forward+backward micro-batches.")
-    critic_infer: int = Field(gt=0, description="Critic no-grad value pass.")
-
-    @classmethod
-    def from_spec(cls, spec: RunSpec) -> TokenBudgets:
-        """Each budget set explicitly from its own spec field (never one for another: verl
-        #7462 gave both critic budgets the inference value)."""
-        ctx = spec.context
-        return cls(
-            actor_train=ctx.actor_train_tokens,
-            actor_infer=ctx.actor_train_tokens,
-            critic_train=ctx.critic_train_tokens,
-            critic_infer=ctx.critic_infer_tokens,
-        )
 
 
 class PPOTrainer:
@@ -98,6 +60,7 @@ class PPOTrainer:
         *,
         success_reward: float = 1.0,
         weight_decay: float = 0.01,
+        parent: ParentCheckpoint | None = None,
     ) -> None:
         if spec.ppo is None:
             raise PPOInputError(
@@ -107,6 +70,7 @@ class PPOTrainer:
                 fix="train with a smoke / soak / formal config",
             )
         self.actor, self.critic, self.spec, self.ppo = actor, critic, spec, spec.ppo
+        self.parent = parent
         self.budgets = TokenBudgets.from_spec(spec)
         self.peak_padded_tokens = {name: 0 for name in TokenBudgets.model_fields}
         self.success_reward = success_reward
@@ -119,6 +83,31 @@ class PPOTrainer:
         self.critic_optimizer = torch.optim.AdamW(
             self.critic_parameters, lr=self.ppo.critic_lr, weight_decay=weight_decay
         )
+
+    # -- the Trainer protocol besides update ------------------------------------------------
+
+    def export_adapter(self, folder: Path) -> None:
+        """The actor's adapter in PEFT format for the inference server (atomic files)."""
+        self.actor.save_adapter(folder)
+
+    def save(self, root: Path, *, step: int, record: UpdateRecord, run_dir: Path) -> Path:
+        """`root/global_step_<step>` in Forge's layout (PPO_COMPACT_CHECKPOINT_PASSED)."""
+        return save_checkpoint(
+            root,
+            step=step,
+            actor=self.actor.model,
+            critic=self.critic,
+            update=record,
+            base_model=self.actor.base_model,
+            lora_spec=self.spec.lora,
+            checkpoint_spec=self.spec.checkpoint,
+            critic_dtype=self.spec.model.critic_dtype,
+            parent=self.parent,
+            run_dir=run_dir,
+        )
+
+    def close(self) -> None:
+        """Nothing to release: one process, no workers."""
 
     def update(
         self,

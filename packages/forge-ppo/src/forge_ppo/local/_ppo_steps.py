@@ -22,12 +22,18 @@ from dataclasses import dataclass
 import torch
 
 from forge_gates import PPOSpec
-from forge_ppo._actor import Actor
-from forge_ppo._batch import Batch, collate, gather_response, take
-from forge_ppo._errors import PPOInputError
-from forge_ppo._losses import aggregate_loss, kl_penalty, loss_normaliser, policy_loss, value_loss
-from forge_ppo._metrics import grad_norm
-from forge_ppo._value_model import ValueModel
+from forge_ppo.algo._batch import Batch, collate, gather_response, take
+from forge_ppo.algo._errors import PPOInputError
+from forge_ppo.algo._losses import (
+    aggregate_loss,
+    kl_penalty,
+    loss_normaliser,
+    policy_loss,
+    value_loss,
+)
+from forge_ppo.algo._metrics import grad_norm
+from forge_ppo.local._actor import Actor
+from forge_ppo.local._value_model import ValueModel
 from forge_rollout.rows import SampleRow
 
 

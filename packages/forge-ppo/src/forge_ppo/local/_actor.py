@@ -27,7 +27,9 @@ from safetensors.torch import save as safetensors_bytes
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from forge_gates import GateError, LoRASpec, atomic_write_bytes, atomic_write_json
-from forge_ppo._adapter import (
+from forge_ppo.algo._batch import Batch, gather_response
+from forge_ppo.algo._losses import entropy_from_logits
+from forge_ppo.checkpoint._adapter import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
     adapter_config_dict,
@@ -35,10 +37,8 @@ from forge_ppo._adapter import (
     check_adapter_rules,
     lora_config,
 )
-from forge_ppo._batch import Batch, gather_response
-from forge_ppo._losses import entropy_from_logits
-from forge_ppo._value_model import ValueModel
-from forge_ppo._warm_start import WarmStart, warm_start
+from forge_ppo.checkpoint._warm_start import WarmStart, warm_start
+from forge_ppo.local._value_model import ValueModel
 
 EXPORT_GATE = "PPO_ADAPTER_EXPORT"
 

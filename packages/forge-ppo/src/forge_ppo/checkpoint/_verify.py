@@ -12,8 +12,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from forge_gates import GateError, Violation, file_sha256
-from forge_ppo._adapter import ADAPTER_CONFIG, ADAPTER_DIR, ADAPTER_WEIGHTS
-from forge_ppo._summary import (
+from forge_ppo.checkpoint._adapter import ADAPTER_CONFIG, ADAPTER_DIR, ADAPTER_WEIGHTS
+from forge_ppo.checkpoint._summary import (
     CRITIC_CONFIG,
     CRITIC_DIR,
     CRITIC_WEIGHTS,

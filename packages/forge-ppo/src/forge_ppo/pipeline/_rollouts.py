@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from forge_gates import Check, Gate, RunSpec, append_jsonl, gate
-from forge_ppo._observability import EpisodeOutcome, task_rollout_metrics
-from forge_ppo._plan import RunPlan, validation_decoding
-from forge_ppo._runlog import RunLog
+from forge_ppo.algo._observability import EpisodeOutcome, task_rollout_metrics
+from forge_ppo.pipeline._plan import RunPlan, validation_decoding
+from forge_ppo.pipeline._runlog import RunLog
 from forge_rollout import POLICY_NAME, AgentConfig, LocalStack, agent_config_from_spec, run_rollouts
 from forge_rollout.rows import read_traces
 from forge_sandbox import reward_of

@@ -18,8 +18,8 @@ from typing import Literal, NamedTuple
 
 import torch
 
-from forge_ppo._errors import PPOInputError
-from forge_ppo._validate import check_finite, check_mask, check_same_shape
+from forge_ppo.algo._errors import PPOInputError
+from forge_ppo.algo._validate import check_finite, check_mask, check_same_shape
 
 LossAggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
 LOSS_AGG_MODES: tuple[str, ...] = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from forge_ppo._observability import (
+from forge_ppo.algo._observability import (
     EpisodeOutcome,
     critic_observability,
     task_critic_metrics,

@@ -16,7 +16,7 @@ from peft import PeftModel
 from pydantic import BaseModel, ConfigDict, Field
 
 from forge_gates import Check
-from forge_ppo._adapter import adapter_state_dict, tensor_fingerprint
+from forge_ppo.checkpoint._adapter import adapter_state_dict, tensor_fingerprint
 
 
 class UpdateRecord(BaseModel):

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-from forge_ppo._batch import Batch, collate, padded_tokens, row_length
-from forge_ppo._errors import PPOInputError
-from forge_ppo._microbatch import plan_micro_batches
+from forge_ppo.algo._batch import Batch, collate, padded_tokens, row_length
+from forge_ppo.algo._errors import PPOInputError
+from forge_ppo.algo._microbatch import plan_micro_batches
 from forge_rollout.rows import SampleRow
 
 

@@ -26,15 +26,19 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from forge_gates import Gate, LoRASpec, Violation, file_sha256, gate
-from forge_ppo._adapter import (
+from forge_ppo.checkpoint._adapter import (
     ADAPTER_CONFIG,
     ADAPTER_DIR,
     ADAPTER_WEIGHTS,
     DEFAULT_MAX_LORA_RANK,
     check_adapter_rules,
 )
-from forge_ppo._load_checks import check_loaded_actor, check_saved_finite, load_critic_strict
-from forge_ppo._summary import (
+from forge_ppo.checkpoint._load_checks import (
+    check_loaded_actor,
+    check_saved_finite,
+    load_critic_strict,
+)
+from forge_ppo.checkpoint._summary import (
     CRITIC_CONFIG,
     CRITIC_DIR,
     CRITIC_WEIGHTS,
@@ -43,8 +47,8 @@ from forge_ppo._summary import (
     ParentCheckpoint,
     model_fingerprint,
 )
-from forge_ppo._value_model import DTYPES, ValueModel
-from forge_ppo._verify import check_checkpoint_files
+from forge_ppo.checkpoint._verify import check_checkpoint_files
+from forge_ppo.local._value_model import DTYPES, ValueModel
 
 CONFIG_GATE = Gate.PPO_WARM_START_CONFIG_PASSED
 ACTOR_GATE = Gate.PPO_ACTOR_LORA_LOAD_PASSED

@@ -1,4 +1,4 @@
-"""`forge-ppo train`: the local PPO trainer, read top to bottom as numbered steps.
+"""`forge-ppo train`: a PPO run (smoke, soak, formal), read top to bottom as numbered steps.
 
 Per update: roll out the batch with forge-rollout (server + gateway + sandboxes), turn traces
 into rows, PPO-update actor (LoRA) and critic, push the adapter to the server, log metrics,
@@ -30,35 +30,24 @@ from forge_gates import (
     verify_run,
     write_config_summary,
 )
-from forge_ppo._actor import Actor
-from forge_ppo._checkpoint import save_checkpoint
-from forge_ppo._models import build_models, check_parent
-from forge_ppo._observability import EpisodeOutcome
-from forge_ppo._plan import RunPlan, plan_run, rounds
-from forge_ppo._rollouts import (
+from forge_ppo._protocol import Trainer
+from forge_ppo.algo._observability import EpisodeOutcome
+from forge_ppo.checkpoint._update import UpdateRecord
+from forge_ppo.pipeline._plan import RunPlan, plan_run, rounds
+from forge_ppo.pipeline._rollouts import (
     episode_outcomes,
     failure_reasons,
     rollout_batch,
     rollout_metrics,
     validate,
 )
-from forge_ppo._runlog import Curves, RunLog, all_finite, check_curves, update_file_name
-from forge_ppo._summary import ParentCheckpoint
-from forge_ppo._trainer import PPOTrainer
-from forge_ppo._update import UpdateRecord
-from forge_ppo._value_model import ValueModel
+from forge_ppo.pipeline._runlog import Curves, RunLog, all_finite, check_curves, update_file_name
+from forge_ppo.pipeline._trainers import BACKENDS, build_trainer, check_parent
 from forge_rollout import LocalStack, agent_config_from_spec, resolve_model
 from forge_rollout.rows import ConversionStats, SampleRow, rows_from_job
 
-# the engines this pipeline drives, per concern (DESIGN §2); preflight refuses any other
-BACKENDS: dict[str, tuple[str, ...]] = {
-    "trainer": ("local",),
-    "inference": ("local",),
-    "sandbox": ("local",),
-}
 
-
-def budget_gates(spec: RunSpec, trainer: PPOTrainer, run_dir: Path) -> None:
+def budget_gates(spec: RunSpec, trainer: Trainer, run_dir: Path) -> None:
     """The token budgets read back from the built trainer: each >= the max model length and
     equal to its own spec field (an engine that ignored or swapped one fails here)."""
     length, ctx, built = spec.model.max_model_len, spec.context, trainer.budgets
@@ -158,14 +147,21 @@ def _updates(
     spec: RunSpec, plan: RunPlan, model_dir: Path, run_dir: Path, live: LocalStack, log: RunLog
 ) -> None:
     assert spec.ppo is not None
-    # 1. actor + critic (strict warm start when asked), the first adapter on the server
-    actor, critic, parent = build_models(spec, model_dir, run_dir)
-    trainer = PPOTrainer(actor, critic, spec)
+    # 1. the trainer (backends.trainer; strict warm start when asked), the first adapter on
+    #    the server; the trainer is closed (its workers stopped) whatever happens
+    trainer = build_trainer(spec, model_dir, run_dir)
+    try:
+        _train_steps(spec, plan, run_dir, live, log, trainer)
+    finally:
+        trainer.close()
+
+
+def _train_steps(
+    spec: RunSpec, plan: RunPlan, run_dir: Path, live: LocalStack, log: RunLog, trainer: Trainer
+) -> None:
     budget_gates(spec, trainer, run_dir)  # read back from what will train
-    served = (
-        run_dir / "served-adapter"
-    )  # rewritten in place each update (files replaced atomically)
-    actor.save_adapter(served)
+    served = run_dir / "served-adapter"  # rewritten in place each update (atomic files)
+    trainer.export_adapter(served)
     live.push_adapter(served, 0)
     config = agent_config_from_spec(spec, "train")
     summaries: list[dict[str, Any]] = []
@@ -228,7 +224,7 @@ def _updates(
                 rule=f"update.budget.{budget}",
                 expected=f"every {budget} micro-batch <= {limit} padded tokens",
                 found=f"{peak:.0f}",
-                fix="the micro-batcher broke its budget: see forge_ppo._passes",
+                fix="the micro-batcher broke its budget: see forge_ppo.local._passes",
             )
         if spec.phase in ("smoke", "soak"):
             check.require(
@@ -256,7 +252,7 @@ def _updates(
         elif not check.ok:  # formal: the same budget proof, recorded only when it fails
             gate(run_dir, check.gate, check.violations, {"step": step})
         # 4. the new adapter on the server, proven by a changed probe
-        actor.save_adapter(served)
+        trainer.export_adapter(served)
         live.push_adapter(served, step)
         log.metrics(step, metrics)
         print(log.train_line(step, plan.total_steps, metrics), file=sys.stderr, flush=True)
@@ -264,7 +260,7 @@ def _updates(
         if step in plan.validation_steps:
             validate(spec, plan, live, run_dir, step, log)
         if step in plan.save_steps:
-            _save(spec, actor, critic, result.record, model_dir, run_dir, step, parent)
+            _save(spec, trainer, result.record, run_dir, step)
         # which planned slots trained (rows), and why the others did not
         counts = Counter(row.header.task_id for row in rows)
         reasons = failure_reasons(job_dirs)
@@ -320,30 +316,9 @@ def _rows_and_metrics(
     return rows, rollout_metrics(episodes) | counts, episodes
 
 
-def _save(
-    spec: RunSpec,
-    actor: Actor,
-    critic: ValueModel,
-    record: UpdateRecord,
-    model_dir: Path,
-    run_dir: Path,
-    step: int,
-    parent: ParentCheckpoint | None,
-) -> None:
+def _save(spec: RunSpec, trainer: Trainer, record: UpdateRecord, run_dir: Path, step: int) -> None:
     root = run_dir / "checkpoints"
-    save_checkpoint(
-        root,
-        step=step,
-        actor=actor.model,
-        critic=critic,
-        update=record,
-        base_model=str(model_dir),
-        lora_spec=spec.lora,
-        checkpoint_spec=spec.checkpoint,
-        critic_dtype=spec.model.critic_dtype,
-        parent=parent,
-        run_dir=run_dir,
-    )
+    trainer.save(root, step=step, record=record, run_dir=run_dir)
     steps = [int(p.name.rsplit("_", 1)[1]) for p in root.glob("global_step_*")]
     for old in retired_checkpoints(steps, spec.schedule.checkpoints_kept, _best_step(run_dir)):
         shutil.rmtree(root / f"global_step_{old}")

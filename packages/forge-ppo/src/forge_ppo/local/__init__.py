@@ -1,0 +1,1 @@
+"""The local trainer: one process, torch + peft (`backends.trainer = "local"`)."""
