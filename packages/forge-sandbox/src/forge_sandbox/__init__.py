@@ -25,9 +25,13 @@ Oracle/NOP validation into a Harbor job directory: `forge-sandbox oracle TASKS -
 `await run_job(discover_tasks(TASKS), JOB, "oracle")`. The Harbor environment plugin lives in
 `forge_sandbox.harbor` (optional; Python >= 3.12 with harbor installed) and is never imported
 by this package.
+
+Pick the backend by name (`backends.sandbox`): `make_sandbox = open_backend("kubernetes",
+config="k8s.toml")` (forge_sandbox.kubernetes: one pod per trial) or `open_backend("local")`.
 """
 
 from forge_sandbox._agents import AgentRun, run_agent, run_nop, run_oracle
+from forge_sandbox._backends import open_backend
 from forge_sandbox._doctor import Probe, run_doctor
 from forge_sandbox._errors import (
     AddTestsDirError,
@@ -115,6 +119,7 @@ __all__ = [
     "detect_cgroups",
     "discover_tasks",
     "load_task",
+    "open_backend",
     "parse_rewards",
     "reward_of",
     "run_agent",

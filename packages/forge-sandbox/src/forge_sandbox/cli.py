@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from forge_gates import sigterm_as_interrupt, use_help_formatter
+from forge_gates import GateError, sigterm_as_interrupt, use_help_formatter
+from forge_sandbox import _cli_k8s
+from forge_sandbox._backends import open_backend
 from forge_sandbox._doctor import run_doctor
 from forge_sandbox._errors import SandboxError, SandboxUnavailableError, TaskLayoutError
 from forge_sandbox._job import reward_of, run_job
@@ -31,6 +33,13 @@ examples:
   forge-sandbox verify tasks/fix-add --workspace /tmp/agent-output
   forge-sandbox oracle tasks/ --out jobs/oracle-1 --concurrency 2
   forge-sandbox nop tasks/ --out jobs/nop-1
+  forge-sandbox oracle tasks/ --out jobs/k8s-1 --backend kubernetes --k8s-config k8s.toml
+  forge-sandbox k8s render --task tasks/fix-add --trial fix-add__abc1234
+  forge-sandbox k8s gc --k8s-config k8s.toml
+  forge-sandbox images plan tasks/ --config images.toml --report plan.json
+  forge-sandbox images build tasks/ --config images.toml --report images.json
+  forge-sandbox images check tasks/ --config images.toml
+  forge-sandbox doctor --backend kubernetes --k8s-config k8s.toml --images-config images.toml
 
 exit codes: 0 ok; 1 a job's rewards are not what its agent expects (oracle: all 1, nop: all 0);
 2 usage error; 3 isolation missing or an infrastructure error (e.g. VerifierTimeoutError).
@@ -86,10 +95,23 @@ def build_parser() -> argparse.ArgumentParser:
         job.add_argument("--out", type=Path, required=True, help="new Harbor job directory")
         job.add_argument("--concurrency", type=int, default=2, help="sandboxes at once")
         job.add_argument("--verifier-timeout", type=float, help="override, s (default 180)")
+        job.add_argument(
+            "--backend",
+            choices=["local", "kubernetes"],
+            default="local",
+            help="local: bubblewrap sandboxes; kubernetes: one pod per trial (--k8s-config)",
+        )
+        job.add_argument("--k8s-config", type=Path, help="KubernetesConfig TOML (kubernetes)")
 
     doctor = sub.add_parser("doctor", help="what isolation is available here, and why not")
     doctor.add_argument("--json", action="store_true", help="print the probes as JSON")
     doctor.add_argument("--no-live", action="store_true", help="skip starting a real sandbox")
+    doctor.add_argument(
+        "--backend", choices=["local", "kubernetes"], default="local", help="which backend"
+    )
+    doctor.add_argument("--k8s-config", type=Path, help="KubernetesConfig TOML (kubernetes)")
+    doctor.add_argument("--images-config", type=Path, help="ImagesConfig TOML: BuildKit, registry")
+    _cli_k8s.add_parsers(sub)
     return use_help_formatter(parser)
 
 
@@ -126,8 +148,10 @@ async def _verify(args: argparse.Namespace) -> int:
 
 def _job(args: argparse.Namespace) -> int:
     tasks = discover_tasks(args.tasks)
-    find_tools()  # preflight: fail once, with the install command, before any trial
-    detect_cgroups()
+    if args.backend == "local":
+        find_tools()  # preflight: fail once, with the install command, before any trial
+        detect_cgroups()
+    backend = open_backend(args.backend, config=args.k8s_config)
     started = time.monotonic()
     print(
         f"forge-sandbox {args.command}: {len(tasks)} task(s) -> {args.out} "
@@ -155,6 +179,7 @@ def _job(args: argparse.Namespace) -> int:
                     args.command,
                     concurrency=args.concurrency,
                     verifier_timeout_s=args.verifier_timeout,
+                    make_sandbox=backend,
                     progress=progress,
                 )
             )
@@ -165,6 +190,10 @@ def _job(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return interrupt.exit_code
+        finally:
+            close = getattr(backend, "close", None)
+            if close is not None:
+                close()
     want = 1.0 if args.command == "oracle" else 0.0
     unexpected = [t for t, r in summary.rewards.items() if r != want and t not in summary.errors]
     print(
@@ -183,16 +212,19 @@ def _job(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    probes = run_doctor(live=not args.no_live)
+    if args.backend == "kubernetes":
+        probes = _cli_k8s.run_k8s_doctor_cli(args)
+    else:
+        probes = run_doctor(live=not args.no_live)
     if args.json:
         print(json.dumps([p.model_dump() for p in probes], indent=2))
     else:
         print("forge-sandbox doctor")
         for probe in probes:
             mark = "ok" if probe.ok else ("MISSING" if probe.required else "warn")
-            print(f"  [{mark:^7}] {probe.name:<16} {probe.found}")
+            print(f"  [{mark:^7}] {probe.name:<22} {probe.found}")
             if not probe.ok and probe.fix:
-                print(f"  {'':9} {'':<16} fix: {probe.fix}")
+                print(f"  {'':9} {'':<22} fix: {probe.fix}")
     return EXIT_OK if all(p.ok for p in probes if p.required) else EXIT_INFRA
 
 
@@ -206,8 +238,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_verify(args))
         if args.command in ("oracle", "nop"):
             return _job(args)
+        if args.command == "k8s":
+            return _cli_k8s.run_k8s(args)
+        if args.command == "images":
+            return _cli_k8s.run_images(args)
         return _doctor(args)
-    except SandboxUnavailableError as exc:
+    except (SandboxUnavailableError, GateError) as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_INFRA
     except TaskLayoutError as exc:

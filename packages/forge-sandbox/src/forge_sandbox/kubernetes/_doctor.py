@@ -1,0 +1,119 @@
+"""`forge-sandbox doctor --backend kubernetes`: can this host run trials as pods here?"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import urllib.parse
+from typing import Any
+
+from forge_sandbox._doctor import Probe
+from forge_sandbox.kubernetes._api import KubeApi
+from forge_sandbox.kubernetes._config import KubernetesConfig
+from forge_sandbox.kubernetes._errors import KubernetesError
+
+# every (verb, group, resource, subresource) the backend uses
+VERBS = [
+    ("create", "", "pods", ""),
+    ("get", "", "pods", ""),
+    ("list", "", "pods", ""),
+    ("delete", "", "pods", ""),
+    ("create", "", "pods", "exec"),
+    ("get", "", "pods", "log"),
+    ("create", "networking.k8s.io", "networkpolicies", ""),
+    ("list", "networking.k8s.io", "networkpolicies", ""),
+    ("delete", "networking.k8s.io", "networkpolicies", ""),
+]
+
+
+def _probe(name: str, ok: bool, found: str, fix: str = "") -> Probe:
+    return Probe(name=name, ok=ok, required=True, found=found, fix="" if ok else fix)
+
+
+async def _cluster_probes(config: KubernetesConfig) -> list[Probe]:
+    try:
+        api = KubeApi(config)
+    except KubernetesError as exc:
+        return [_probe("k8s-client", False, str(exc).splitlines()[-1], "see the message")]
+    probes = [_probe("kubeconfig", True, str(config.kubeconfig_path()))]
+    try:
+        version = await api.call("GET /version", api.version.get_code)
+        probes.append(_probe("k8s-api", True, f"{version.git_version}"))
+    except KubernetesError as exc:
+        api.close()
+        return [*probes, _probe("k8s-api", False, str(exc), "check the kubeconfig's server")]
+    ns = config.namespace
+    checks: list[tuple[str, Any, tuple[Any, ...], str]] = [
+        ("namespace", api.core.read_namespace, (ns,), f"kubectl create namespace {ns}"),
+        ("service-account", api.core.read_namespaced_service_account,
+         (config.service_account, ns), f"kubectl -n {ns} create serviceaccount "
+         f"{config.service_account}"),
+    ]  # fmt: skip
+    if config.image_pull_secret:
+        checks.append(("pull-secret", api.core.read_namespaced_secret,
+                       (config.image_pull_secret, ns), f"kubectl -n {ns} create secret "
+                       f"docker-registry {config.image_pull_secret} --docker-server=... "
+                       "(from a secret store, never a file in the repo)"))  # fmt: skip
+    for name, fn, args, fix in checks:
+        try:
+            obj = await api.call(f"read {name}", fn, *args)
+            found = f"{obj.metadata.name}" + (f" ({obj.type})" if name == "pull-secret" else "")
+            ok = name != "pull-secret" or obj.type == "kubernetes.io/dockerconfigjson"
+            probes.append(_probe(name, ok, found, fix))
+        except KubernetesError as exc:
+            probes.append(_probe(name, False, str(exc).split("; fix:")[0], fix))
+    for verb, group, resource, sub in VERBS:
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": {"namespace": ns, "verb": verb, "group": group,
+                                                "resource": resource, "subresource": sub}}}  # fmt: skip
+        what = f"{verb} {resource}{'/' + sub if sub else ''}"
+        try:
+            review = await api.call(f"access review {what}",
+                                    api.authorization.create_self_subject_access_review, body)  # fmt: skip
+            allowed = bool(review.status.allowed)
+            found = "allowed" if allowed else f"denied ({review.status.reason or 'no reason'})"
+        except KubernetesError as exc:
+            allowed, found = False, str(exc).split("; fix:")[0]
+        probes.append(_probe(f"rbac {what}", allowed, found,
+                             f"grant `{verb}` on {resource}{'/' + sub if sub else ''} in {ns} "
+                             "to the kubeconfig's user (a Role + RoleBinding)"))  # fmt: skip
+    api.close()
+    return probes
+
+
+def _buildkit_probe(images: Any) -> Probe:
+    from forge_sandbox.images import mtls_problems
+
+    kit = images.buildkit
+    problems = mtls_problems(images)
+    url = urllib.parse.urlparse(kit.addr)
+    try:
+        with socket.create_connection((url.hostname or "", url.port or 1234), timeout=5):
+            reachable = True
+    except OSError as exc:
+        reachable = False
+        problems.append(f"{kit.addr} not reachable ({exc.strerror or type(exc).__name__})")
+    found = f"{kit.addr} reachable" if reachable else kit.addr
+    return _probe("buildkit", not problems, "; ".join([found, *problems]) if problems else found,
+                  "start buildkitd with --tlscacert/--tlscert/--tlskey and set buildkit.addr, "
+                  "ca, cert, key, server_name in the images config")  # fmt: skip
+
+
+def _registry_probe(images: Any) -> Probe:
+    from forge_sandbox.images import Registry, RegistryError
+
+    try:
+        answer = Registry(images).ping()
+    except RegistryError as exc:
+        return _probe("registry", False, str(exc).split("; fix:")[0], str(exc).split("fix: ")[-1])
+    ok = answer == "ok"
+    return _probe("registry", ok, f"{images.registry}: {answer}",
+                  f"set username and {images.password_env}")  # fmt: skip
+
+
+def run_k8s_doctor(config: KubernetesConfig, images: Any = None) -> list[Probe]:
+    """Every probe of the Kubernetes backend (and of BuildKit + the registry, given images)."""
+    probes = asyncio.run(_cluster_probes(config))
+    if images is not None:
+        probes += [_buildkit_probe(images), _registry_probe(images)]
+    return probes
