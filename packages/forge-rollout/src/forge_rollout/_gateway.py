@@ -17,6 +17,8 @@ import json
 import logging
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import aiohttp
@@ -34,7 +36,8 @@ from forge_rollout._guard import (
     requested_max_tokens,
 )
 from forge_rollout._stats import GatewayStats
-from forge_rollout._traces import TRACE_SCHEMA, TraceWriter, check_session_id
+from forge_rollout._tito import ChatRenderer
+from forge_rollout._traces import TRACE_SCHEMA, TraceWriter, check_session_id, read_traces
 
 ENDPOINTS = {"chat/completions": "chat.completions", "completions": "completions"}
 UPSTREAM_COUNT_MAX_BODY = 256 * 1024 * 1024  # counting with /tokenize: no byte bound known
@@ -62,6 +65,8 @@ class Gateway:
         self.upstream = config.upstream.rstrip("/").removesuffix("/v1")
         self.stats = GatewayStats()
         self.writer = TraceWriter(config.traces_dir, fsync=config.fsync)
+        self.disk = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forge-traces")
+        self.renderer: ChatRenderer | None = None  # token-in-token-out (tokenizer_dir + tito)
         self.session: aiohttp.ClientSession | None = None
         self.counter: TokenizerCounter | UpstreamCounter | None = None
         self.max_body_bytes = config.max_body_bytes or UPSTREAM_COUNT_MAX_BODY
@@ -92,6 +97,8 @@ class Gateway:
             if self.config.max_body_bytes is None:
                 bound = self.counter.max_prompt_bytes
                 self.max_body_bytes = JSON_ESCAPE_GROWTH * bound + 1024 * 1024
+            if self.config.tito:
+                self.renderer = ChatRenderer(self.counter.tokenizer, self.counter.max_prompt_bytes)
         else:
             self.counter = UpstreamCounter(self.session, self.upstream, self.config.count_timeout)
         if self.config.check_upstream:
@@ -106,6 +113,7 @@ class Gateway:
             await self.session.close()
         if isinstance(self.counter, TokenizerCounter):
             self.counter.pool.shutdown(wait=False)
+        self.disk.shutdown(wait=True)  # every accepted trace reaches the file
         self.writer.close()
 
     async def check_guard(self) -> None:
@@ -161,6 +169,10 @@ class Gateway:
         if problem:
             return _json(400, openai_error(problem, param="max_tokens", code="invalid_type"))
         refusal = check_max_tokens(max_tokens, self.config.window)
+        if refusal is None and endpoint == "chat.completions" and self.renderer is not None:
+            from forge_rollout._gateway_tito import tito_completion
+
+            return await tito_completion(self, request, body, max_tokens, started, clock)
         # 3. exact prompt length against window - reserve
         count_ms = 0.0
         if refusal is None:
@@ -228,17 +240,45 @@ class Gateway:
             self.stats.last_untraced = problems[-1]
         model = str(body.get("model") or answer_json.get("model") or "")
         try:
-            self._record(
+            await self.record(
                 session_id, endpoint, body, model, records, started, count_ms, upstream_ms, clock
             )
         except OSError as error:
             return self._trace_failure(error)
-        if self.trace_error is not None:
-            log.warning("trace writes succeed again (after: %s)", self.trace_error)
-            self.trace_error = None
         self.stats.overhead_ms.append((time.perf_counter() - clock) * 1000 - upstream_ms)
         # 7. answer
         return _passed_through(status, out, "application/json")
+
+    async def record(
+        self,
+        session_id: str,
+        endpoint: str,
+        body: dict[str, Any],
+        model: str,
+        records: list[dict[str, Any]],
+        started: float,
+        count_ms: float,
+        upstream_ms: float,
+        clock: float,
+    ) -> list[int]:
+        """Write the call's traces in the disk thread (never on the event loop); their seqs.
+
+        Raises OSError when a write failed (the caller withholds the answer)."""
+        write = partial(
+            self._record, session_id, endpoint, body, model, records, started, count_ms,
+            upstream_ms, clock,
+        )  # fmt: skip
+        seqs = await asyncio.get_running_loop().run_in_executor(self.disk, write)
+        if self.trace_error is not None:
+            log.warning("trace writes succeed again (after: %s)", self.trace_error)
+            self.trace_error = None
+        return seqs
+
+    def load_session(self, session_id: str) -> list[Any]:
+        """The session's traces so far (a restarted gateway resumes splicing from them)."""
+        if not self.writer.path(session_id).is_file():
+            return []
+        return list(read_traces(self.config.traces_dir, session_id))
 
     def _record(
         self,
@@ -251,8 +291,9 @@ class Gateway:
         count_ms: float,
         upstream_ms: float,
         clock: float,
-    ) -> None:
+    ) -> list[int]:
         request_id = uuid.uuid4().hex
+        seqs: list[int] = []
         params = params_of(body)
         finished = time.time()
         for record in records:
@@ -278,8 +319,9 @@ class Gateway:
                     "timing": timing,
                 }
 
-            self.writer.append(session_id, build)
+            seqs.append(self.writer.append(session_id, build))
             self.stats.traces_written += 1
+        return seqs
 
     async def _read_body(self, request: web.Request) -> bytes | None:
         """The body, or None when it is over `max_body_bytes` (read no further than that)."""
@@ -368,6 +410,7 @@ class Gateway:
                 "traces_dir": str(self.config.traces_dir),
                 "count": self.counter.name if self.counter else None,
                 "max_body_bytes": self.max_body_bytes,
+                "token_in_token_out": self.renderer is not None,
             },
             "traces": {
                 "ok": self.trace_error is None,

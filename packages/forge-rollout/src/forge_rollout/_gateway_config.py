@@ -51,6 +51,15 @@ class GatewayConfig(BaseModel):
             "escape, \\u00XX for one byte); counting with /tokenize, 256 MiB."
         ),
     )
+    tito: bool = Field(
+        default=True,
+        description=(
+            "With tokenizer_dir: token-in-token-out. The gateway renders each chat request with "
+            "the model's chat template, splices in the sampled ids of the assistant turns it "
+            "answered, and calls the upstream's /v1/completions with token ids. False: chat "
+            "requests are forwarded as they are (the upstream renders them)."
+        ),
+    )
     count_workers: int = Field(
         default=4, ge=1, description="Threads counting prompts with --tokenizer (in parallel)."
     )

@@ -50,6 +50,9 @@ class _Request(BaseModel):
     stop_token_ids: list[int] | None = Field(default=None, description="Extra stop token ids.")
     ignore_eos: bool = Field(default=False, description="Do not stop at EOS.")
     return_token_ids: bool = Field(default=False, description="Return prompt/completion ids.")
+    return_tokens_as_token_ids: bool = Field(
+        default=False, description="Name log-prob tokens `token_id:<id>` (vLLM's option)."
+    )
     stream: bool = Field(default=False, description="Must be false (no streaming).")
     stream_options: dict[str, Any] | None = Field(default=None, description="Ignored.")
     user: str | None = Field(default=None, description="Ignored.")

@@ -9,7 +9,10 @@ calls whose prompt extends the previous call's prompt + completion merge into on
 
 where observation k = call k's prompt minus (call k-1's prompt + completion): the tool output
 and chat-template tokens the environment added. A call whose prompt does not extend the row
-(a prefix break: truncation, re-tokenization drift) starts a new row. The episode's terminal
+(a prefix break) starts a new row; breaks are counted by cause: the gateway's `break_cause`
+when the call carries one (`dropped_turn`, `truncated`, `retokenised`, `retemplated`), else
+read from the ids (`truncated`: the previous prompt is not kept; `retokenised`: it is, the
+previous completion is not). The episode's terminal
 reward sits on the last action token of every row, never on an observation token (GAE that
 skips observations would silently lose it there).
 """
@@ -22,6 +25,16 @@ from typing import Protocol
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
+
+from forge_rollout._trace_codec import common_prefix
+
+BREAK_FIELDS = {
+    "dropped_turn": "break_dropped_turn",
+    "truncated": "break_truncated",
+    "retokenised": "break_retokenised",
+    "retemplated": "break_retemplated",
+}
+REAL_BREAKS = ("dropped_turn", "truncated")  # the agent itself did not keep its history
 
 
 class TokenCall(Protocol):
@@ -82,6 +95,31 @@ class ConversionStats(BaseModel):
         default=0, description="Episodes whose reward is outside [0, 1] (a broken verifier)."
     )
     prefix_breaks: int = Field(default=0, description="Rows started by a prefix break.")
+    merged_calls: int = Field(default=0, description="Calls appended to the row before them.")
+    kept_history_calls: int = Field(
+        default=0,
+        description="Calls after an episode's first whose agent kept its history (no dropped "
+        "turn, no truncation): the ones that should merge.",
+    )
+    break_dropped_turn: int = Field(
+        default=0, description="Breaks: the agent did not send its previous reply back."
+    )
+    break_truncated: int = Field(
+        default=0, description="Breaks: earlier messages removed or changed (prompt not kept)."
+    )
+    break_retokenised: int = Field(
+        default=0, description="Breaks: the previous reply came back as other ids (re-tokenised)."
+    )
+    break_retemplated: int = Field(
+        default=0, description="Breaks: same messages, rendered to other ids by the template."
+    )
+    break_other: int = Field(default=0, description="Breaks with a cause not listed above.")
+    unique_tokens: int = Field(
+        default=0,
+        description="Distinct tokens of the episodes: each call's completion plus the part of "
+        "its prompt not shared with the previous call's prompt + completion.",
+    )
+    training_tokens: int = Field(default=0, description="Prompt + response tokens of the rows.")
 
     def add(self, other: ConversionStats) -> None:
         for name in type(self).model_fields:
@@ -161,6 +199,7 @@ def episode_to_rows(
         return [], stats
     closed: list[_Open] = []
     current: _Open | None = None
+    previous: TokenCall | None = None
     for index, call in enumerate(calls):
         if not call.prompt_token_ids:
             stats.dropped_empty_prompt += 1
@@ -174,12 +213,25 @@ def episode_to_rows(
                 f"({len(call.completion_token_ids)}); found {len(call.logprobs)}; the trace is "
                 "corrupt: re-run the episode through the gateway"
             )
+        stats.unique_tokens += _new_tokens(call, previous)
         if current is not None and current.extend(call):
+            stats.merged_calls += 1
+            stats.kept_history_calls += 1
+            previous = call
             continue
-        if current is not None:
+        if current is not None and previous is not None:
             closed.append(current)
             stats.prefix_breaks += 1
+            cause = _break_cause(call, previous)
+            setattr(
+                stats,
+                BREAK_FIELDS.get(cause, "break_other"),
+                getattr(stats, BREAK_FIELDS.get(cause, "break_other")) + 1,
+            )
+            if cause not in REAL_BREAKS:
+                stats.kept_history_calls += 1
         current = _Open(call)
+        previous = call
     if current is not None:
         closed.append(current)
     rows = [
@@ -197,4 +249,26 @@ def episode_to_rows(
         for i, row in enumerate(closed)
     ]
     stats.rows = len(rows)
+    stats.training_tokens = sum(len(r.prompt_ids) + len(r.response_ids) for r in rows)
     return rows, stats
+
+
+def _new_tokens(call: TokenCall, previous: TokenCall | None) -> int:
+    """Tokens `call` adds to the episode: its completion and its prompt beyond what it shares
+    with the previous call's prompt + completion."""
+    prompt = list(call.prompt_token_ids)
+    if previous is None:
+        return len(prompt) + len(call.completion_token_ids)
+    full = list(previous.prompt_token_ids) + list(previous.completion_token_ids)
+    return len(prompt) - common_prefix(prompt, full) + len(call.completion_token_ids)
+
+
+def _break_cause(call: TokenCall, previous: TokenCall) -> str:
+    """Why `call` does not extend `previous`: the gateway's word, else read from the ids."""
+    recorded = getattr(call, "break_cause", None)
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    before = list(previous.prompt_token_ids)
+    if list(call.prompt_token_ids[: len(before)]) != before:
+        return "truncated"
+    return "retokenised"

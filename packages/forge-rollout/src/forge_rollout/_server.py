@@ -89,13 +89,20 @@ def _chat_logprobs(engine: Engine, choice: GeneratedChoice) -> dict[str, Any]:
     return {"content": content}
 
 
-def _completion_logprobs(engine: Engine, choice: GeneratedChoice) -> dict[str, Any]:
-    tokens = [engine.token_text(t) for t in choice.token_ids]
+def _completion_logprobs(
+    engine: Engine, choice: GeneratedChoice, as_ids: bool = False
+) -> dict[str, Any]:
+    """vLLM's completions log-probs; `as_ids`: tokens named `token_id:<id>` (its option)."""
+
+    def name(token_id: int) -> str:
+        return f"token_id:{token_id}" if as_ids else engine.token_text(token_id)
+
+    tokens = [name(t) for t in choice.token_ids]
     offsets, at = [], 0
-    for token in tokens:
+    for token_id in choice.token_ids:
         offsets.append(at)
-        at += len(token)
-    tops = [{engine.token_text(t): lp for t, lp in row} for row in choice.top_log_probs]
+        at += len(engine.token_text(token_id))
+    tops = [{name(t): lp for t, lp in row} for row in choice.top_log_probs]
     return {
         "text_offset": offsets,
         "token_logprobs": list(choice.log_probs),
@@ -177,7 +184,9 @@ async def completions(request: web.Request) -> web.Response:
             "index": index,
             "text": choice.text,
             "logprobs": (
-                _completion_logprobs(engine, choice) if req.logprobs is not None else None
+                _completion_logprobs(engine, choice, req.return_tokens_as_token_ids)
+                if req.logprobs is not None
+                else None
             ),
             "finish_reason": choice.finish_reason,
             "stop_reason": choice.stop_reason,

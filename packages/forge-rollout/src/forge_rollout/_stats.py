@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,9 @@ class GatewayStats:
     last_untraced: str | None = None
     trace_write_failures: int = 0
     last_trace_error: str | None = None
+    tito_calls: int = 0
+    spliced_turns: int = 0
+    breaks: Counter[str] = field(default_factory=Counter)
     count_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     upstream_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     overhead_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
@@ -58,6 +61,11 @@ class GatewayStats:
             "last_untraced": self.last_untraced,
             "trace_write_failures": self.trace_write_failures,
             "last_trace_error": self.last_trace_error,
+            "token_in_token_out": {
+                "calls": self.tito_calls,
+                "spliced_turns": self.spliced_turns,
+                "breaks": dict(sorted(self.breaks.items())),
+            },
             "prompt_count": _latency(self.count_ms),
             "upstream": _latency(self.upstream_ms),
             "gateway_overhead": _latency(self.overhead_ms),

@@ -59,7 +59,12 @@ def vllm_answer(body: dict[str, Any], ids: list[int], completion_tokens: int) ->
         )
     else:
         choice["text"] = "x" * len(completion)
-        lp = {"tokens": ["x"] * len(completion), "token_logprobs": [-0.5] * len(completion)}
+        names = (
+            [f"token_id:{t}" for t in completion]
+            if body.get("return_tokens_as_token_ids")
+            else ["x"] * len(completion)
+        )
+        lp = {"tokens": names, "token_logprobs": [-0.5] * len(completion)}
         choice["logprobs"] = lp if body.get("logprobs") is not None else None
     answer: dict[str, Any] = {
         "id": "chatcmpl-stub" if chat else "cmpl-stub",
