@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from forge_gates import Violation
 from forge_sandbox.kubernetes._config import KubernetesConfig
 from forge_sandbox.kubernetes._errors import (
@@ -135,6 +137,12 @@ class KubeApi:
                 headers = getattr(exc, "headers", None) or {}
                 retry_after = headers.get("Retry-After") if hasattr(headers, "get") else None
                 last = f"HTTP {status} {getattr(exc, 'reason', '')}".strip()
+            except ValidationError as exc:  # the client's models deserialise strictly
+                raise KubernetesAPIError(
+                    f"{what}: expected an answer the client's models accept; found "
+                    f"{exc.error_count()} field error(s) in {exc.title}; fix: the API server's "
+                    "version or a proxy mangles objects (kubectl get --raw to compare)"
+                ) from None
             except OSError as exc:  # urllib3 errors that escape the client are OSErrors too
                 retry_after, last = None, f"{type(exc).__name__} (no answer)"
             except Exception as exc:  # urllib3.exceptions.HTTPError (MaxRetryError, ...)

@@ -40,8 +40,17 @@ from forge_sandbox.local._sandbox import LocalSandbox
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 FRAME = 1 << 20
 NS = r"/api/v1/namespaces/{ns}"
-VERSION = {"major": "1", "minor": "31", "gitVersion": "v1.31.0-forge-inprocess", "platform":
-           "linux/amd64"}  # fmt: skip
+VERSION = {
+    "major": "1",
+    "minor": "31",
+    "gitVersion": "v1.31.0-forge-inprocess",
+    "gitCommit": "0" * 40,
+    "gitTreeState": "clean",
+    "buildDate": "2026-12-01T00:00:00Z",
+    "goVersion": "go1.22.5",
+    "compiler": "gc",
+    "platform": "linux/amd64",
+}
 
 
 def _mebibytes(quantity: str | None) -> int | None:
