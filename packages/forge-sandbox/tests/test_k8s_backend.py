@@ -288,3 +288,19 @@ def test_canary_secrets_never_reach_logs_run_folders_or_traces(
             assert canary.encode() not in path.read_bytes(), path
     errors = json.loads(next((tmp_path / "job403").glob("fix-add__*/result.json")).read_text())
     assert errors["exception_info"]["exception_type"] == "KubernetesAPIError"
+
+
+def test_doctor_checks_every_verb_namespace_and_pull_secret(server: FakeApiServer, tmp_path: Path) -> None:
+    from forge_sandbox.kubernetes import KubernetesConfig
+    from forge_sandbox.kubernetes._doctor import VERBS, run_k8s_doctor
+
+    server.faults.__init__()  # type: ignore[misc]
+    config = KubernetesConfig(kubeconfig=server.kubeconfig)
+    probes = {p.name: p for p in run_k8s_doctor(config)}
+    assert all(p.ok for p in probes.values()), [p for p in probes.values() if not p.ok]
+    assert sum(name.startswith("rbac ") for name in probes) == len(VERBS)
+    server.faults.denied_verbs.add(("create", "pods/exec"))
+    denied = {p.name: p for p in run_k8s_doctor(config.model_copy(update={"image_pull_secret": "absent"}))}
+    assert not denied["rbac create pods/exec"].ok and "grant `create` on pods/exec" in denied["rbac create pods/exec"].fix
+    assert not denied["pull-secret"].ok and "create secret docker-registry" in denied["pull-secret"].fix
+    server.faults.__init__()  # type: ignore[misc]
