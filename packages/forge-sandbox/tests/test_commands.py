@@ -14,6 +14,7 @@ from forge_sandbox import (
     TaskLayoutError,
     load_task,
 )
+from forge_sandbox._task import TaskConfigWarning
 from forge_sandbox.local._bwrap import (
     Tools,
     bwrap_argv,
@@ -24,7 +25,6 @@ from forge_sandbox.local._bwrap import (
     join_argv,
     root_binds,
 )
-from forge_sandbox._task import TaskConfigWarning
 
 TOOLS = Tools(bwrap="/usr/bin/bwrap", nsenter="/usr/bin/nsenter", setpriv="/s", sh="/bin/sh")
 

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the buildctl stand-in is a script inside a string)
 """The image pipeline: base rewrite refusals, shards, quota projection, buildctl's command line
 (a stand-in that records its arguments and certificates, then pushes a real image), and the
 manifest HEAD against a real registry (Debian's docker-registry 2.8)."""
@@ -37,7 +38,7 @@ REWRITES = {"python:": "REG/mirror/python:"}
 
 # A stand-in for buildctl: records argv + the certificate files it was given, then pushes a
 # one-layer OCI image of the build context to the registry named in --output (plain HTTP).
-STAND_IN = textwrap.dedent('''\
+STAND_IN = textwrap.dedent("""\
     #!PYTHON
     import hashlib, io, json, os, sys, tarfile, urllib.request
     argv = sys.argv[1:]
@@ -77,7 +78,7 @@ STAND_IN = textwrap.dedent('''\
     print("#1 [internal] load build definition from Dockerfile", flush=True)
     json.dump({"containerimage.digest": "sha256:" + hashlib.sha256(manifest).hexdigest()},
               open(opt("--metadata-file"), "w"))
-''')
+""")
 
 
 def _free_port() -> int:
@@ -96,10 +97,13 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("registry")
     port = _free_port()
     config = root / "config.yml"
-    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\n"
-                      f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: error\n")
-    proc = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    config.write_text(
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {root}/data\n"
+        f"http:\n  addr: 127.0.0.1:{port}\nlog:\n  level: error\n"
+    )
+    proc = subprocess.Popen(
+        [binary, "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     address = f"127.0.0.1:{port}"
     for _ in range(100):
         try:
@@ -120,10 +124,19 @@ def _config(registry: str, tmp_path: Path, **fields: object) -> ImagesConfig:
     stand_in = tmp_path / "buildctl"
     stand_in.write_text(STAND_IN.replace("PYTHON", sys.executable))
     stand_in.chmod(0o755)
-    kit = BuildKitConfig(addr="tcp://buildkitd.forge:1234", server_name="buildkitd.forge",
-                         buildctl=str(stand_in), **certs)  # type: ignore[arg-type]
-    return ImagesConfig(registry=registry, registry_scheme="http", buildkit=kit,
-                        rewrites={"python:": f"{registry}/mirror/python:"}, **fields)  # type: ignore[arg-type]
+    kit = BuildKitConfig(
+        addr="tcp://buildkitd.forge:1234",
+        server_name="buildkitd.forge",
+        buildctl=str(stand_in),
+        **certs,
+    )  # type: ignore[arg-type]
+    return ImagesConfig(
+        registry=registry,
+        registry_scheme="http",
+        buildkit=kit,
+        rewrites={"python:": f"{registry}/mirror/python:"},
+        **fields,
+    )  # type: ignore[arg-type]
 
 
 def test_base_without_rewrite_is_refused_and_stages_are_kept() -> None:
@@ -150,8 +163,9 @@ def test_plan_shards_tags_and_refuses_a_quota_overflow(tmp_path: Path) -> None:
         plan_images(tasks, ImagesConfig())
 
 
-def test_build_pushes_with_mtls_and_check_proves_the_manifest(registry: str, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_build_pushes_with_mtls_and_check_proves_the_manifest(
+    registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = tmp_path / "stand-in.jsonl"
     monkeypatch.setenv("STAND_IN_LOG", str(log))
     config = _config(registry, tmp_path)
@@ -160,7 +174,9 @@ def test_build_pushes_with_mtls_and_check_proves_the_manifest(registry: str, tmp
     before = check_images(plan, config)
     assert [r["status"] for r in before["images"]] == ["missing"]
     report = build_images(plan, config)
-    assert report["images"][0]["status"] == "built" and report["images"][0]["digest"].startswith("sha256:")
+    assert report["images"][0]["status"] == "built" and report["images"][0]["digest"].startswith(
+        "sha256:"
+    )
     record = json.loads(log.read_text().splitlines()[0])
     argv = record["argv"]
     assert argv[:2] == ["--addr", "tcp://buildkitd.forge:1234"]
@@ -178,39 +194,67 @@ def test_build_pushes_with_mtls_and_check_proves_the_manifest(registry: str, tmp
     assert again.rows[0].exists and again.projected[plan.rows[0].repository]["new"] == 0
 
 
-def test_manifest_head_needs_all_four_media_types(registry: str, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_manifest_head_needs_all_four_media_types(
+    registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("STAND_IN_LOG", str(tmp_path / "log"))
     config = _config(registry, tmp_path)
     plan = plan_images(discover_tasks(FIXTURES), config)
     build_images(plan, config)
     row = plan.rows[0]
     url = f"http://{registry}/v2/{row.repository}/manifests/{row.tag}"
-    narrow = urllib.request.Request(url, method="HEAD", headers={"Accept": "application/vnd.docker."
-                                    "distribution.manifest.v2+json"})
+    narrow = urllib.request.Request(
+        url,
+        method="HEAD",
+        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"},
+    )
     with pytest.raises(urllib.error.HTTPError):  # an OCI manifest is not served as Docker v2
         urllib.request.urlopen(narrow)
     assert Registry(config).manifest_digest(row.repository, row.tag) == (
-        "sha256:" + hashlib.sha256(urllib.request.urlopen(urllib.request.Request(url, headers={
-            "Accept": "application/vnd.oci.image.manifest.v1+json"})).read()).hexdigest())
+        "sha256:"
+        + hashlib.sha256(
+            urllib.request.urlopen(
+                urllib.request.Request(
+                    url, headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}
+                )
+            ).read()
+        ).hexdigest()
+    )
 
 
-def test_images_cli_prints_progress_and_a_json_report(registry: str, tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_images_cli_prints_progress_and_a_json_report(
+    registry: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from forge_sandbox.cli import main
 
     monkeypatch.setenv("STAND_IN_LOG", str(tmp_path / "log"))
     config = _config(registry, tmp_path, repository_prefix="cli")
     path = tmp_path / "images.toml"
     kit = config.buildkit
-    path.write_text(f'registry = "{registry}"\nregistry_scheme = "http"\nrepository_prefix = "cli"\n'
-                    f'[rewrites]\n"python:" = "{registry}/mirror/python:"\n[buildkit]\n'
-                    f'addr = "{kit.addr}"\nca = "{kit.ca}"\ncert = "{kit.cert}"\nkey = "{kit.key}"\n'
-                    f'server_name = "buildkitd.forge"\nbuildctl = "{kit.buildctl}"\n')
+    path.write_text(
+        f'registry = "{registry}"\nregistry_scheme = "http"\nrepository_prefix = "cli"\n'
+        f'[rewrites]\n"python:" = "{registry}/mirror/python:"\n[buildkit]\n'
+        f'addr = "{kit.addr}"\nca = "{kit.ca}"\ncert = "{kit.cert}"\nkey = "{kit.key}"\n'
+        f'server_name = "buildkitd.forge"\nbuildctl = "{kit.buildctl}"\n'
+    )
     assert main(["images", "check", str(FIXTURES), "--config", str(path)]) == 1
-    assert main(["images", "build", str(FIXTURES), "--config", str(path), "--report",
-                 str(tmp_path / "r.json")]) == 0
+    assert (
+        main(
+            [
+                "images",
+                "build",
+                str(FIXTURES),
+                "--config",
+                str(path),
+                "--report",
+                str(tmp_path / "r.json"),
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "[1/1] build fix-add: built" in err
     report = json.loads((tmp_path / "r.json").read_text())

@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("kubernetes", reason="install forge-sandbox[kubernetes]")
 pytest.importorskip("aiohttp", reason="install forge-sandbox[kubernetes]")
 
-from forge_sandbox import SandboxPathError, SandboxSpec, load_task, run_job  # noqa: E402
-from forge_sandbox.kubernetes import (  # noqa: E402
+from forge_sandbox import SandboxPathError, SandboxSpec, load_task, run_job
+from forge_sandbox.kubernetes import (
     ExecProtocolError,
     ExecStreamLostError,
     ImagePullBackOffError,
@@ -26,8 +26,8 @@ from forge_sandbox.kubernetes import (  # noqa: E402
     PodNameConflictError,
     PodPendingTimeoutError,
 )
-from forge_sandbox.kubernetes._fake_state import HttpFault  # noqa: E402
-from forge_sandbox.kubernetes.testing import FakeApiServer  # noqa: E402
+from forge_sandbox.kubernetes._fake_state import HttpFault
+from forge_sandbox.kubernetes.testing import FakeApiServer
 
 pytestmark = pytest.mark.usefixtures("isolation")
 FIXTURES = Path(__file__).parent / "fixtures" / "tasks"
@@ -55,16 +55,24 @@ def spec(name: str = "t", **fields: object) -> SandboxSpec:
     return SandboxSpec(task_name="fix-add", trial_name=f"fix-add__{name}", **fields)  # type: ignore[arg-type]
 
 
-def run(coro):  # noqa: ANN001, ANN201
+def run(coro):
     return asyncio.run(coro)
 
 
-def test_exec_exit_codes_streams_cwd_env_and_protocols(backend: KubernetesBackend, server: FakeApiServer) -> None:
+def test_exec_exit_codes_streams_cwd_env_and_protocols(
+    backend: KubernetesBackend, server: FakeApiServer
+) -> None:
     async def go() -> None:
         async with backend(spec("exec", env={"GREETING": "hi"})) as sandbox:
-            result = await sandbox.exec("echo out; echo err >&2; echo $GREETING $FOO; pwd; id -u; exit 3",
-                                        env={"FOO": "bar"})
-            assert (result.stdout, result.stderr, result.exit_code) == ("out\nhi bar\n/workspace\n1000\n", "err\n", 3)
+            result = await sandbox.exec(
+                "echo out; echo err >&2; echo $GREETING $FOO; pwd; id -u; exit 3",
+                env={"FOO": "bar"},
+            )
+            assert (result.stdout, result.stderr, result.exit_code) == (
+                "out\nhi bar\n/workspace\n1000\n",
+                "err\n",
+                3,
+            )
             assert (await sandbox.exec(["/bin/pwd"], cwd="/tmp")).stdout == "/tmp\n"
             timed = await sandbox.exec("sleep 30", timeout_s=1)
             assert timed.timed_out and timed.exit_code == 124 and timed.duration_s < 10
@@ -84,7 +92,9 @@ def test_exec_exit_codes_streams_cwd_env_and_protocols(backend: KubernetesBacken
     assert server.cluster.exec_protocols[-1] == "v4.channel.k8s.io"
 
 
-def test_files_are_binary_safe_and_traversal_is_refused(backend: KubernetesBackend, tmp_path: Path) -> None:
+def test_files_are_binary_safe_and_traversal_is_refused(
+    backend: KubernetesBackend, tmp_path: Path
+) -> None:
     blob = bytes(range(256)) * 512 + b"\r\n\x00\xff"
     (tmp_path / "up").mkdir()
     (tmp_path / "up" / "blob.bin").write_bytes(blob)
@@ -92,8 +102,9 @@ def test_files_are_binary_safe_and_traversal_is_refused(backend: KubernetesBacke
     async def go() -> None:
         async with backend(spec("files")) as sandbox:
             await sandbox.upload(tmp_path / "up", "/tmp/up")  # over v5 and via head -c N
-            assert (await sandbox.exec("sha256sum /tmp/up/blob.bin")).stdout.split()[0] == \
-                __import__("hashlib").sha256(blob).hexdigest()
+            assert (await sandbox.exec("sha256sum /tmp/up/blob.bin")).stdout.split()[
+                0
+            ] == __import__("hashlib").sha256(blob).hexdigest()
             await sandbox.download("/tmp/up", tmp_path / "down")
             assert (tmp_path / "down" / "blob.bin").read_bytes() == blob
             await sandbox.exec("mkdir -p /tmp/evil && ln -s /etc/passwd /tmp/evil/link")
@@ -119,9 +130,12 @@ def test_oom_kill_is_typed_and_never_a_reward(backend: KubernetesBackend) -> Non
 def test_a_trial_whose_pod_is_oom_killed_is_an_infrastructure_error(
     backend: KubernetesBackend, make_task, tmp_path: Path
 ) -> None:
-    task = make_task("hog", "echo 1 > /logs/verifier/reward.txt\n",
-                     solve_sh="python3 -c 'x = bytearray(512 * 1024 * 1024)'\n",
-                     toml='version = "1.0"\n[environment]\nmemory_mb = 64\n')
+    task = make_task(
+        "hog",
+        "echo 1 > /logs/verifier/reward.txt\n",
+        solve_sh="python3 -c 'x = bytearray(512 * 1024 * 1024)'\n",
+        toml='version = "1.0"\n[environment]\nmemory_mb = 64\n',
+    )
     backend.images["hog"] = IMAGE
     summary = run(run_job([load_task(task)], tmp_path / "job", "oracle", make_sandbox=backend))
     assert summary.rewards == {"hog": None}
@@ -135,8 +149,13 @@ def test_a_trial_whose_pod_is_oom_killed_is_an_infrastructure_error(
         ("pending", PodPendingTimeoutError, "Unschedulable"),
     ],
 )
-def test_start_failures_are_typed(backend: KubernetesBackend, server: FakeApiServer, fault: str,
-                                  error: type[Exception], message: str) -> None:
+def test_start_failures_are_typed(
+    backend: KubernetesBackend,
+    server: FakeApiServer,
+    fault: str,
+    error: type[Exception],
+    message: str,
+) -> None:
     getattr(server.faults, fault).add(IMAGE)
     backend.config = backend.config.model_copy(update={"start_timeout_s": 1.0})
 
@@ -161,7 +180,9 @@ def test_unknown_image_is_a_pull_failure_and_a_task_without_image_is_refused(
         backend(SandboxSpec(task_name="unplanned", trial_name="unplanned__1"))
 
 
-def test_eviction_dropped_websocket_and_kubelet_errors_are_typed(backend: KubernetesBackend, server: FakeApiServer) -> None:
+def test_eviction_dropped_websocket_and_kubelet_errors_are_typed(
+    backend: KubernetesBackend, server: FakeApiServer
+) -> None:
     async def go() -> None:
         async with backend(spec("drop")) as sandbox:
             server.faults.drop_exec = 1
@@ -182,7 +203,9 @@ def test_api_5xx_and_429_are_retried_with_backoff_a_bounded_number_of_times(
     backend: KubernetesBackend, server: FakeApiServer
 ) -> None:
     server.faults.http.append(HttpFault(r"^POST .*/pods$", 503, times=2))
-    server.faults.http.append(HttpFault(r"^GET .*/pods/forge-[^/]*$", 429, times=2, retry_after=0.1))
+    server.faults.http.append(
+        HttpFault(r"^GET .*/pods/forge-[^/]*$", 429, times=2, retry_after=0.1)
+    )
 
     async def go() -> None:
         async with backend(spec("retry")) as sandbox:
@@ -200,7 +223,9 @@ def test_api_5xx_and_429_are_retried_with_backoff_a_bounded_number_of_times(
     server.faults.http.clear()
 
 
-def test_name_collision_is_a_409_error_and_leaves_the_other_pod(backend: KubernetesBackend, server: FakeApiServer) -> None:
+def test_name_collision_is_a_409_error_and_leaves_the_other_pod(
+    backend: KubernetesBackend, server: FakeApiServer
+) -> None:
     async def go() -> None:
         async with backend(spec("same")):
             with pytest.raises(PodNameConflictError, match="k8s gc"):
@@ -210,13 +235,15 @@ def test_name_collision_is_a_409_error_and_leaves_the_other_pod(backend: Kuberne
     run(go())
 
 
-def test_cancelled_trials_delete_their_pods_and_gc_sweeps_by_label(backend: KubernetesBackend, server: FakeApiServer) -> None:
+def test_cancelled_trials_delete_their_pods_and_gc_sweeps_by_label(
+    backend: KubernetesBackend, server: FakeApiServer
+) -> None:
     async def go() -> None:
         sandboxes = [backend(spec(f"cancel{i}")) for i in range(3)]
         for sandbox in sandboxes:
             await sandbox.start()
 
-        async def work(sandbox) -> None:  # noqa: ANN001
+        async def work(sandbox) -> None:
             try:
                 await sandbox.exec("sleep 60")
             finally:
@@ -232,7 +259,9 @@ def test_cancelled_trials_delete_their_pods_and_gc_sweeps_by_label(backend: Kube
         await leftover.start()  # a crashed run: nobody stops it
         assert await backend.list_pods() == [leftover.pod_name]
         removed = await backend.gc()
-        assert removed["pods"] == [leftover.pod_name] and removed["networkpolicies"] == [leftover.pod_name]
+        assert removed["pods"] == [leftover.pod_name] and removed["networkpolicies"] == [
+            leftover.pod_name
+        ]
         assert await backend.list_pods() == []
 
     run(go())
@@ -250,7 +279,9 @@ def test_egress_is_denied_unless_the_task_allows_network(backend: KubernetesBack
     run(go())
 
 
-def test_oracle_job_through_kubernetes_scores_and_records(backend: KubernetesBackend, tmp_path: Path, server: FakeApiServer) -> None:
+def test_oracle_job_through_kubernetes_scores_and_records(
+    backend: KubernetesBackend, tmp_path: Path, server: FakeApiServer
+) -> None:
     task = load_task(FIXTURES / "fix-add")
     summary = run(run_job([task], tmp_path / "job", "oracle", make_sandbox=backend))
     assert summary.rewards == {"fix-add": 1.0} and summary.errors == {}
@@ -290,7 +321,9 @@ def test_canary_secrets_never_reach_logs_run_folders_or_traces(
     assert errors["exception_info"]["exception_type"] == "KubernetesAPIError"
 
 
-def test_doctor_checks_every_verb_namespace_and_pull_secret(server: FakeApiServer, tmp_path: Path) -> None:
+def test_doctor_checks_every_verb_namespace_and_pull_secret(
+    server: FakeApiServer, tmp_path: Path
+) -> None:
     from forge_sandbox.kubernetes import KubernetesConfig
     from forge_sandbox.kubernetes._doctor import VERBS, run_k8s_doctor
 
@@ -300,7 +333,15 @@ def test_doctor_checks_every_verb_namespace_and_pull_secret(server: FakeApiServe
     assert all(p.ok for p in probes.values()), [p for p in probes.values() if not p.ok]
     assert sum(name.startswith("rbac ") for name in probes) == len(VERBS)
     server.faults.denied_verbs.add(("create", "pods/exec"))
-    denied = {p.name: p for p in run_k8s_doctor(config.model_copy(update={"image_pull_secret": "absent"}))}
-    assert not denied["rbac create pods/exec"].ok and "grant `create` on pods/exec" in denied["rbac create pods/exec"].fix
-    assert not denied["pull-secret"].ok and "create secret docker-registry" in denied["pull-secret"].fix
+    denied = {
+        p.name: p for p in run_k8s_doctor(config.model_copy(update={"image_pull_secret": "absent"}))
+    }
+    assert (
+        not denied["rbac create pods/exec"].ok
+        and "grant `create` on pods/exec" in denied["rbac create pods/exec"].fix
+    )
+    assert (
+        not denied["pull-secret"].ok
+        and "create secret docker-registry" in denied["pull-secret"].fix
+    )
     server.faults.__init__()  # type: ignore[misc]

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 pytest.importorskip("kubernetes_validate", reason="install forge-sandbox[kubernetes]")
 
-from forge_sandbox import SandboxSpec  # noqa: E402
-from forge_sandbox.kubernetes import KubernetesConfig, check_manifest, label_value, pod_name, render  # noqa: E402
-from forge_sandbox.kubernetes._names import LABEL_VALUE, name_problems  # noqa: E402
+from forge_sandbox import SandboxSpec
+from forge_sandbox.kubernetes import KubernetesConfig, check_manifest, label_value, pod_name, render
+from forge_sandbox.kubernetes._names import LABEL_VALUE, name_problems
 
 names = st.text(min_size=0, max_size=200)
 
@@ -46,7 +46,9 @@ def test_long_names_sharing_a_prefix_do_not_collide() -> None:
 
 def _manifests(**spec: object) -> list[dict]:
     full = {"trial_name": "fix-add__Ab12345", "task_name": "fix-add", **spec}
-    return render(SandboxSpec(**full), KubernetesConfig(), "registry.forge.internal/forge/task-07:x")  # type: ignore[arg-type]
+    return render(
+        SandboxSpec(**full), KubernetesConfig(), "registry.forge.internal/forge/task-07:x"
+    )  # type: ignore[arg-type]
 
 
 def test_rendered_pod_carries_every_security_field() -> None:
@@ -54,7 +56,10 @@ def test_rendered_pod_carries_every_security_field() -> None:
     spec = pod["spec"]
     container = spec["containers"][0]
     assert spec["automountServiceAccountToken"] is False
-    assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] == 1000
+    assert (
+        spec["securityContext"]["runAsNonRoot"] is True
+        and spec["securityContext"]["runAsUser"] == 1000
+    )
     assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["privileged"] is False
@@ -63,7 +68,10 @@ def test_rendered_pod_carries_every_security_field() -> None:
     assert container["resources"]["limits"]["memory"] == "8192Mi"  # the 8Gi default
     assert container["resources"]["requests"] == container["resources"]["limits"]
     assert policy["kind"] == "NetworkPolicy" and policy["spec"]["egress"] == []
-    assert policy["spec"]["podSelector"]["matchLabels"]["forge.dev/trial"] == pod["metadata"]["labels"]["forge.dev/trial"]
+    assert (
+        policy["spec"]["podSelector"]["matchLabels"]["forge.dev/trial"]
+        == pod["metadata"]["labels"]["forge.dev/trial"]
+    )
 
 
 def test_task_memory_and_network_are_honoured() -> None:
@@ -87,6 +95,12 @@ def test_strict_schema_and_forge_checks_catch_bad_manifests() -> None:
     bad["spec"]["containers"][0]["securityContext"]["capabilities"] = {"drop": ["NET_RAW"]}
     bad["spec"]["automountServiceAccountToken"] = True
     found = " | ".join(v.found for v in check_manifest(bad))
-    for needle in ("RFC 1123", "has 76 characters", "forge.dev/task", "'8 GB' is not a Kubernetes quantity",
-                   "capabilities must drop ALL", "automountServiceAccountToken"):
+    for needle in (
+        "RFC 1123",
+        "has 76 characters",
+        "forge.dev/task",
+        "'8 GB' is not a Kubernetes quantity",
+        "capabilities must drop ALL",
+        "automountServiceAccountToken",
+    ):
         assert needle in found, needle

@@ -29,15 +29,20 @@ def add_parsers(sub: Any) -> None:
     images_sub = images.add_subparsers(
         dest="images_command", required=True, metavar="IMAGES_COMMAND"
     )
-    for name, what in (("plan", "rewrite bases, shard, tag, project the tag quota"),
-                       ("build", "plan, then buildctl build + push each missing image"),
-                       ("check", "plan, then a manifest HEAD per image (digest)")):  # fmt: skip
+    for name, what in (
+        ("plan", "rewrite bases, shard, tag, project the tag quota"),
+        ("build", "plan, then buildctl build + push each missing image"),
+        ("check", "plan, then a manifest HEAD per image (digest)"),
+    ):
         parser = images_sub.add_parser(name, help=what)
         parser.add_argument("tasks", type=Path, help="folder of task folders (or one task)")
         parser.add_argument("--config", type=Path, help="ImagesConfig TOML")
         parser.add_argument("--report", type=Path, help="write the JSON report here (atomic)")
-        parser.add_argument("--offline", action="store_true",
-                            help="plan without asking the registry for existing tags")  # fmt: skip
+        parser.add_argument(
+            "--offline",
+            action="store_true",
+            help="plan without asking the registry for existing tags",
+        )
 
 
 def _progress(command: str) -> Any:
@@ -46,8 +51,11 @@ def _progress(command: str) -> Any:
     def show(done: int, total: int, text: str) -> None:
         width = len(str(total))
         elapsed = time.monotonic() - started
-        print(f"[{done:>{width}}/{total}] {command} {text} ({elapsed:.1f}s)", file=sys.stderr,
-              flush=True)  # fmt: skip
+        print(
+            f"[{done:>{width}}/{total}] {command} {text} ({elapsed:.1f}s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     return show
 
@@ -90,8 +98,11 @@ def run_images(args: argparse.Namespace) -> int:
     report: dict[str, Any]
     if args.images_command == "plan":
         for number, row in enumerate(plan.rows, 1):
-            show(number, len(plan.rows), f"{row.task}: {row.image}"
-                 + (" (exists)" if row.exists else ""))  # fmt: skip
+            show(
+                number,
+                len(plan.rows),
+                f"{row.task}: {row.image}" + (" (exists)" if row.exists else ""),
+            )
         report = plan.model_dump(mode="json")
         failed = 0
     elif args.images_command == "build":
@@ -102,11 +113,20 @@ def run_images(args: argparse.Namespace) -> int:
         failed = sum(1 for r in report["images"] if r["status"] != "present")
     if args.report is not None:
         atomic_write_json(args.report, report)
-    print(json.dumps(report if args.images_command != "plan" else
-                     {"rows": len(plan.rows), "projected": plan.projected}, indent=1))  # fmt: skip
+    print(
+        json.dumps(
+            report
+            if args.images_command != "plan"
+            else {"rows": len(plan.rows), "projected": plan.projected},
+            indent=1,
+        )
+    )
     if failed:
-        print(f"forge-sandbox images {args.images_command}: {failed} of {len(plan.rows)} "
-              "image(s) not ok (see the report)", file=sys.stderr)  # fmt: skip
+        print(
+            f"forge-sandbox images {args.images_command}: {failed} of {len(plan.rows)} "
+            "image(s) not ok (see the report)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

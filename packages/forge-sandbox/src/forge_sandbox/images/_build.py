@@ -34,20 +34,31 @@ def buildctl_argv(
     """buildctl's command line for one row: mTLS flags, the dockerfile.v0 frontend, push."""
     kit = config.buildkit
     argv = [kit.buildctl, "--addr", kit.addr]
-    for flag, value in (("--tlscacert", kit.ca), ("--tlscert", kit.cert), ("--tlskey", kit.key),
-                        ("--tlsservername", kit.server_name)):  # fmt: skip
+    for flag, value in (
+        ("--tlscacert", kit.ca),
+        ("--tlscert", kit.cert),
+        ("--tlskey", kit.key),
+        ("--tlsservername", kit.server_name),
+    ):
         if value is not None:
             argv += [flag, str(value)]
     argv += [
         "build",
-        "--frontend", "dockerfile.v0",
-        "--local", f"context={row.context}",
-        "--local", f"dockerfile={dockerfile_dir}",
-        "--opt", "filename=Dockerfile",
-        "--output", f"type=image,name={row.image},push=true",
-        "--metadata-file", str(meta),
-        "--progress", "plain",
-    ]  # fmt: skip
+        "--frontend",
+        "dockerfile.v0",
+        "--local",
+        f"context={row.context}",
+        "--local",
+        f"dockerfile={dockerfile_dir}",
+        "--opt",
+        "filename=Dockerfile",
+        "--output",
+        f"type=image,name={row.image},push=true",
+        "--metadata-file",
+        str(meta),
+        "--progress",
+        "plain",
+    ]
     return argv
 
 
@@ -88,11 +99,21 @@ def build_row(config: ImagesConfig, row: ImageRow, log: Callable[[str], None]) -
         env = {**os.environ, **_docker_config(config, staging)}
         argv = buildctl_argv(config, row, staging, meta)
         try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    env=env, text=True, errors="replace")  # fmt: skip
+            proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                text=True,
+                errors="replace",
+            )
         except OSError as exc:
-            return _failed(row, started, f"buildctl could not start ({exc.strerror}); fix: "
-                           "install buildctl or set buildkit.buildctl")  # fmt: skip
+            return _failed(
+                row,
+                started,
+                f"buildctl could not start ({exc.strerror}); fix: "
+                "install buildctl or set buildkit.buildctl",
+            )
         assert proc.stdout is not None
         tail: list[str] = []
         for line in proc.stdout:
@@ -110,15 +131,25 @@ def build_row(config: ImagesConfig, row: ImageRow, log: Callable[[str], None]) -
             digest = json.loads(meta.read_text()).get("containerimage.digest")
         except (OSError, ValueError):
             digest = None
-        return {"task": row.task, "image": row.image, "status": "built", "digest": digest,
-                "seconds": round(time.monotonic() - started, 3)}  # fmt: skip
+        return {
+            "task": row.task,
+            "image": row.image,
+            "status": "built",
+            "digest": digest,
+            "seconds": round(time.monotonic() - started, 3),
+        }
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
 def _failed(row: ImageRow, started: float, why: str) -> dict[str, Any]:
-    return {"task": row.task, "image": row.image, "status": "failed", "error": why,
-            "seconds": round(time.monotonic() - started, 3)}  # fmt: skip
+    return {
+        "task": row.task,
+        "image": row.image,
+        "status": "failed",
+        "error": why,
+        "seconds": round(time.monotonic() - started, 3),
+    }
 
 
 def build_images(
@@ -149,8 +180,12 @@ def check_images(
     for number, row in enumerate(plan.rows, 1):
         try:
             digest = registry.manifest_digest(row.repository, row.tag)
-            result = {"task": row.task, "image": row.image, "digest": digest,
-                      "status": "present" if digest else "missing"}  # fmt: skip
+            result = {
+                "task": row.task,
+                "image": row.image,
+                "digest": digest,
+                "status": "present" if digest else "missing",
+            }
         except RegistryError as exc:
             result = {"task": row.task, "image": row.image, "status": "error", "error": str(exc)}
         rows.append(result)

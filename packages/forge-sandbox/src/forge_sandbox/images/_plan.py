@@ -66,15 +66,26 @@ def plan_images(
         try:
             text = dockerfile.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            violations.append(Violation(rule="images.dockerfile", expected=f"{dockerfile} "
-                              "readable (UTF-8)", found=f"{type(exc).__name__}: {exc}",
-                              fix="add environment/Dockerfile to the task"))  # fmt: skip
+            violations.append(
+                Violation(
+                    rule="images.dockerfile",
+                    expected=f"{dockerfile} readable (UTF-8)",
+                    found=f"{type(exc).__name__}: {exc}",
+                    fix="add environment/Dockerfile to the task",
+                )
+            )
             continue
         rewritten, bases, problems = rewrite_dockerfile(text, config.rewrites, config.sandbox_uid)
         for problem in problems:
-            violations.append(Violation(rule="images.rewrite", expected=f"task {task.name}: "
-                              "every base image rewritten to the private registry",
-                              found=problem, fix="add the base to ImagesConfig.rewrites"))  # fmt: skip
+            violations.append(
+                Violation(
+                    rule="images.rewrite",
+                    expected=f"task {task.name}: "
+                    "every base image rewritten to the private registry",
+                    found=problem,
+                    fix="add the base to ImagesConfig.rewrites",
+                )
+            )
         if problems:
             continue
         digest = hashlib.sha256(
@@ -82,9 +93,18 @@ def plan_images(
         ).hexdigest()
         repository = f"{config.repository_prefix}/{shard(task.name, config.shards)}"
         tag = tag_for(task.name, digest)
-        rows.append(ImageRow(task=task.name, context=str(task.path / "environment"),
-                             dockerfile=rewritten, bases=bases, repository=repository, tag=tag,
-                             image=f"{config.registry}/{repository}:{tag}", exists=False))  # fmt: skip
+        rows.append(
+            ImageRow(
+                task=task.name,
+                context=str(task.path / "environment"),
+                dockerfile=rewritten,
+                bases=bases,
+                repository=repository,
+                tag=tag,
+                image=f"{config.registry}/{repository}:{tag}",
+                exists=False,
+            )
+        )
     # project the quota per repository, before any push
     projected: dict[str, dict[str, int]] = {}
     final_rows = []
@@ -101,11 +121,16 @@ def plan_images(
         total = len(existing) + len(new)
         projected[repository] = {"existing": len(existing), "new": len(new), "projected": total}
         if total > config.tag_quota:
-            violations.append(Violation(rule="images.quota", expected=f"{repository}: at most "
-                              f"{config.tag_quota} tags", found=f"{len(existing)} existing + "
-                              f"{len(new)} new = {total}", fix="delete old tags of the "
-                              "repository, raise tag_quota, or raise shards"))  # fmt: skip
+            violations.append(
+                Violation(
+                    rule="images.quota",
+                    expected=f"{repository}: at most {config.tag_quota} tags",
+                    found=f"{len(existing)} existing + {len(new)} new = {total}",
+                    fix="delete old tags of the repository, raise tag_quota, or raise shards",
+                )
+            )
     if violations:
         raise ImagesError("IMAGES_PLAN", violations)
-    return ImagePlan(registry=config.registry, tag_quota=config.tag_quota, rows=final_rows,
-                     projected=projected)  # fmt: skip
+    return ImagePlan(
+        registry=config.registry, tag_quota=config.tag_quota, rows=final_rows, projected=projected
+    )

@@ -110,8 +110,9 @@ class Registry:
         """The manifest's digest (Docker-Content-Digest of a HEAD), None when it is absent."""
         path = f"/v2/{repository}/manifests/{reference}"
         try:
-            with self._request("HEAD", path, ", ".join(MANIFEST_TYPES),
-                               scope=f"repository:{repository}:pull") as answer:  # fmt: skip
+            with self._request(
+                "HEAD", path, ", ".join(MANIFEST_TYPES), scope=f"repository:{repository}:pull"
+            ) as answer:
                 digest = answer.headers.get("Docker-Content-Digest")
         except urllib.error.HTTPError as exc:
             if exc.code == 404:

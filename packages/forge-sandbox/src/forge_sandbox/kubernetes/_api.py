@@ -7,6 +7,7 @@ and Forge's bounded retry with exponential backoff on 5xx / 429 / no answer (Ret
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import threading
 from collections.abc import Callable
@@ -29,7 +30,7 @@ T = TypeVar("T")
 
 def _client_module() -> Any:
     try:
-        import kubernetes  # type: ignore[import-untyped]  # the client ships no type stubs
+        import kubernetes
     except ImportError:
         raise KubernetesUnavailableError(
             [
@@ -116,10 +117,8 @@ class KubeApi:
         a Retry-After of the server is honoured up to the cap."""
         base = min(self.config.backoff_max_s, self.config.backoff_s * 2 ** (attempt - 1))
         if retry_after is not None:
-            try:
+            with contextlib.suppress(ValueError):
                 base = min(self.config.backoff_max_s, max(base, float(retry_after)))
-            except ValueError:
-                pass
         return base * (0.8 + 0.4 * random.random())
 
     async def call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -109,8 +109,9 @@ class KubernetesBackend:
             for item in found.items:
                 name = item.metadata.name
                 try:
-                    await api.call(f"delete {kind} {name}", delete_fn, name, ns,
-                                   grace_period_seconds=0)  # fmt: skip
+                    await api.call(
+                        f"delete {kind} {name}", delete_fn, name, ns, grace_period_seconds=0
+                    )
                 except KubernetesError as exc:
                     if getattr(exc, "status", None) != 404:
                         raise

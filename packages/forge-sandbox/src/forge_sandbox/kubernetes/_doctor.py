@@ -45,15 +45,24 @@ async def _cluster_probes(config: KubernetesConfig) -> list[Probe]:
     ns = config.namespace
     checks: list[tuple[str, Any, tuple[Any, ...], str]] = [
         ("namespace", api.core.read_namespace, (ns,), f"kubectl create namespace {ns}"),
-        ("service-account", api.core.read_namespaced_service_account,
-         (config.service_account, ns), f"kubectl -n {ns} create serviceaccount "
-         f"{config.service_account}"),
-    ]  # fmt: skip
+        (
+            "service-account",
+            api.core.read_namespaced_service_account,
+            (config.service_account, ns),
+            f"kubectl -n {ns} create serviceaccount {config.service_account}",
+        ),
+    ]
     if config.image_pull_secret:
-        checks.append(("pull-secret", api.core.read_namespaced_secret,
-                       (config.image_pull_secret, ns), f"kubectl -n {ns} create secret "
-                       f"docker-registry {config.image_pull_secret} --docker-server=... "
-                       "(from a secret store, never a file in the repo)"))  # fmt: skip
+        checks.append(
+            (
+                "pull-secret",
+                api.core.read_namespaced_secret,
+                (config.image_pull_secret, ns),
+                f"kubectl -n {ns} create secret "
+                f"docker-registry {config.image_pull_secret} --docker-server=... "
+                "(from a secret store, never a file in the repo)",
+            )
+        )
     for name, fn, args, fix in checks:
         try:
             obj = await api.call(f"read {name}", fn, *args)
@@ -63,20 +72,37 @@ async def _cluster_probes(config: KubernetesConfig) -> list[Probe]:
         except KubernetesError as exc:
             probes.append(_probe(name, False, str(exc).split("; fix:")[0], fix))
     for verb, group, resource, sub in VERBS:
-        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-                "spec": {"resourceAttributes": {"namespace": ns, "verb": verb, "group": group,
-                                                "resource": resource, "subresource": sub}}}  # fmt: skip
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "namespace": ns,
+                    "verb": verb,
+                    "group": group,
+                    "resource": resource,
+                    "subresource": sub,
+                }
+            },
+        }
         what = f"{verb} {resource}{'/' + sub if sub else ''}"
         try:
-            review = await api.call(f"access review {what}",
-                                    api.authorization.create_self_subject_access_review, body)  # fmt: skip
+            review = await api.call(
+                f"access review {what}", api.authorization.create_self_subject_access_review, body
+            )
             allowed = bool(review.status.allowed)
             found = "allowed" if allowed else f"denied ({review.status.reason or 'no reason'})"
         except KubernetesError as exc:
             allowed, found = False, str(exc).split("; fix:")[0]
-        probes.append(_probe(f"rbac {what}", allowed, found,
-                             f"grant `{verb}` on {resource}{'/' + sub if sub else ''} in {ns} "
-                             "to the kubeconfig's user (a Role + RoleBinding)"))  # fmt: skip
+        probes.append(
+            _probe(
+                f"rbac {what}",
+                allowed,
+                found,
+                f"grant `{verb}` on {resource}{'/' + sub if sub else ''} in {ns} "
+                "to the kubeconfig's user (a Role + RoleBinding)",
+            )
+        )
     api.close()
     return probes
 
@@ -94,9 +120,13 @@ def _buildkit_probe(images: Any) -> Probe:
         reachable = False
         problems.append(f"{kit.addr} not reachable ({exc.strerror or type(exc).__name__})")
     found = f"{kit.addr} reachable" if reachable else kit.addr
-    return _probe("buildkit", not problems, "; ".join([found, *problems]) if problems else found,
-                  "start buildkitd with --tlscacert/--tlscert/--tlskey and set buildkit.addr, "
-                  "ca, cert, key, server_name in the images config")  # fmt: skip
+    return _probe(
+        "buildkit",
+        not problems,
+        "; ".join([found, *problems]) if problems else found,
+        "start buildkitd with --tlscacert/--tlscert/--tlskey and set buildkit.addr, "
+        "ca, cert, key, server_name in the images config",
+    )
 
 
 def _registry_probe(images: Any) -> Probe:
@@ -107,8 +137,9 @@ def _registry_probe(images: Any) -> Probe:
     except RegistryError as exc:
         return _probe("registry", False, str(exc).split("; fix:")[0], str(exc).split("fix: ")[-1])
     ok = answer == "ok"
-    return _probe("registry", ok, f"{images.registry}: {answer}",
-                  f"set username and {images.password_env}")  # fmt: skip
+    return _probe(
+        "registry", ok, f"{images.registry}: {answer}", f"set username and {images.password_env}"
+    )
 
 
 def run_k8s_doctor(config: KubernetesConfig, images: Any = None) -> list[Probe]:

@@ -129,7 +129,7 @@ def exit_code_of(status: dict[str, Any]) -> int:
 
 def open_socket(api: Any, namespace: str, pod: str, container: str, argv: list[str], stdin: bool):
     """The exec websocket (handshake under the exec client's lock), retried on 5xx/429."""
-    from kubernetes.stream import stream  # type: ignore[import-untyped]  # no stubs
+    from kubernetes.stream import stream
 
     attempts = api.config.api_attempts
     last = ""
@@ -180,7 +180,7 @@ def stream_exec(
     max_output_bytes: int | None,
 ) -> Streamed:
     """Run `argv` in the pod over its own websocket (blocking: call it in a thread)."""
-    from websocket import WebSocketException  # type: ignore[import-untyped]
+    from websocket import WebSocketException
 
     started = time.monotonic()
     ws = open_socket(api, namespace, pod, container, argv, stdin is not None)

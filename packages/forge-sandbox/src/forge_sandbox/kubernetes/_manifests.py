@@ -58,7 +58,7 @@ def render_pod(spec: SandboxSpec, config: KubernetesConfig, image: str) -> dict[
     seccomp RuntimeDefault, no service account token, requests = limits."""
     name = pod_name(spec.trial_name or "adhoc")
     memory = f"{memory_mb(spec, config)}Mi"
-    cpu = f"{int(round(spec.cpus * 1000))}m"
+    cpu = f"{round(spec.cpus * 1000)}m"
     resources: dict[str, dict[str, str]] = {
         "requests": {"cpu": cpu, "memory": memory},
         "limits": {"cpu": cpu, "memory": memory},
@@ -130,15 +130,18 @@ def render_network_policy(spec: SandboxSpec, config: KubernetesConfig) -> dict[s
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": {"name": pod_name(spec.trial_name or "adhoc"), "namespace": config.namespace,
-                     "labels": labels},
+        "metadata": {
+            "name": pod_name(spec.trial_name or "adhoc"),
+            "namespace": config.namespace,
+            "labels": labels,
+        },
         "spec": {
             "podSelector": {"matchLabels": {TRIAL_LABEL: labels[TRIAL_LABEL]}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [],
             "egress": [],
         },
-    }  # fmt: skip
+    }
 
 
 def render(spec: SandboxSpec, config: KubernetesConfig, image: str) -> list[dict[str, Any]]:

@@ -144,8 +144,14 @@ class KubernetesSandbox:
         # 3. Ready, or a typed reason why not
         await self._wait_ready()
         # 4. the pids counter must be observable (else pids_limit_hit would be a guess)
-        result = await self._exec_argv(["/bin/sh", "-c", _exec.PIDS_FUNCTION + "; pids"], "/",
-                                       self.spec.base_env(), 30.0, None, None)  # fmt: skip
+        result = await self._exec_argv(
+            ["/bin/sh", "-c", _exec.PIDS_FUNCTION + "; pids"],
+            "/",
+            self.spec.base_env(),
+            30.0,
+            None,
+            None,
+        )
         value = result.stdout.strip()
         if result.exit_code != 0 or not value.isdigit():
             raise SandboxStartError(
@@ -202,7 +208,7 @@ class KubernetesSandbox:
             )
         terminated = _terminated(status)
         if terminated is not None:
-            if terminated.reason == "OOMKilled" or terminated.exit_code == 137 and starting:
+            if terminated.reason == "OOMKilled" or (terminated.exit_code == 137 and starting):
                 self._dead = "OOMKilled"
                 raise PodOOMKilledError(
                     f"pod {self.pod_name}: expected it within its memory limit "
@@ -342,9 +348,16 @@ class KubernetesSandbox:
         deadline = timeout_s + _exec.KILL_AFTER_S + self.config.exec_grace_s
         try:
             streamed = await asyncio.to_thread(
-                _exec.stream_exec, self.api, self.config.namespace, self._pod, CONTAINER,
-                wrapped, stdin, deadline, max_output,
-            )  # fmt: skip
+                _exec.stream_exec,
+                self.api,
+                self.config.namespace,
+                self._pod,
+                CONTAINER,
+                wrapped,
+                stdin,
+                deadline,
+                max_output,
+            )
         except (ExecStreamLostError, ExecProtocolError):
             await self._check_alive()  # an OOM kill or eviction is the better explanation
             raise
@@ -409,16 +422,25 @@ class KubernetesSandbox:
     async def kill_processes(self) -> KillReport:
         """Kill every process in the pod but its main one; report the limits hit since start."""
         if self._dead == "OOMKilled":
-            return KillReport(killed=0, oom_killed=True, pids_limit_hit="pids" in self._hits,
-                              file_size_limit_hit="file_size" in self._hits)  # fmt: skip
+            return KillReport(
+                killed=0,
+                oom_killed=True,
+                pids_limit_hit="pids" in self._hits,
+                file_size_limit_hit="file_size" in self._hits,
+            )
         result = await self._exec_argv(
             ["/bin/sh", "-c", KILL_SCRIPT], "/", self.spec.base_env(), 60.0, None, None
         )
         parts = result.stdout.split()
         killed = int(parts[0]) if parts and parts[0].isdigit() else 0
-        if len(parts) > 1 and parts[1].isdigit() and self._pids_baseline is not None:
-            if int(parts[1]) > self._pids_baseline:
-                self._hits.add("pids")
+        baseline = self._pids_baseline
+        if (
+            len(parts) > 1
+            and parts[1].isdigit()
+            and baseline is not None
+            and int(parts[1]) > baseline
+        ):
+            self._hits.add("pids")
         return KillReport(
             killed=killed,
             oom_killed="memory" in self._hits,
@@ -440,9 +462,13 @@ class KubernetesSandbox:
             "--no-overwrite-dir"
         )
         result = await self._exec_argv(
-            ["/bin/sh", "-c", script, "sh", parent or "/", str(len(data))], "/",
-            self.spec.base_env(), self.spec.exec_timeout_s, data, 64 * 1024,
-        )  # fmt: skip
+            ["/bin/sh", "-c", script, "sh", parent or "/", str(len(data))],
+            "/",
+            self.spec.base_env(),
+            self.spec.exec_timeout_s,
+            data,
+            64 * 1024,
+        )
         if result.exit_code != 0:
             raise SandboxTransferError(
                 f"upload {local_path} -> {target}: expected tar to succeed in pod "
@@ -455,9 +481,14 @@ class KubernetesSandbox:
         source = check_sandbox_path(sandbox_path)
         parent, name = os.path.split(source)
         result = await self._exec_argv(
-            ["tar", "-c", "-f", "-", "-C", parent or "/", "--", name], "/",
-            self.spec.base_env(), self.spec.exec_timeout_s, None, None, raw_stdout=True,
-        )  # fmt: skip
+            ["tar", "-c", "-f", "-", "-C", parent or "/", "--", name],
+            "/",
+            self.spec.base_env(),
+            self.spec.exec_timeout_s,
+            None,
+            None,
+            raw_stdout=True,
+        )
         data, self.last_stdout_bytes = self.last_stdout_bytes, b""
         if result.exit_code != 0:
             raise SandboxTransferError(

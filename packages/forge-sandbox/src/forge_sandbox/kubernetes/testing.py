@@ -83,8 +83,9 @@ class FakeApiServer:
         self.images = dict(images or {})
         self.token = token or secrets.token_hex(16)
         self.cluster = Cluster()
-        self.cluster.secrets[("forge-sandbox", "forge-registry")] = {"type":
-                                                                    "kubernetes.io/dockerconfigjson"}  # fmt: skip
+        self.cluster.secrets[("forge-sandbox", "forge-registry")] = {
+            "type": "kubernetes.io/dockerconfigjson"
+        }
         self.cluster.service_accounts.add(("forge-sandbox", "forge-sandbox"))
         self.faults = Faults()
         self.sandboxes: dict[tuple[str, str], LocalSandbox] = {}
@@ -132,17 +133,24 @@ class FakeApiServer:
                 "kind": "Config",
                 "clusters": [{"name": "inprocess", "cluster": {"server": self.url}}],
                 "users": [{"name": "forge", "user": {"token": self.token}}],
-                "contexts": [{"name": "inprocess", "context": {"cluster": "inprocess",
-                              "user": "forge", "namespace": "forge-sandbox"}}],
+                "contexts": [
+                    {
+                        "name": "inprocess",
+                        "context": {
+                            "cluster": "inprocess",
+                            "user": "forge",
+                            "namespace": "forge-sandbox",
+                        },
+                    }
+                ],
                 "current-context": "inprocess",
             }
-        )  # fmt: skip
+        )
 
     def backend_config(self, **fields: Any) -> KubernetesConfig:
         """A KubernetesConfig for this server (fast polls, short backoff; overridable)."""
         defaults: dict[str, Any] = {
             "kubeconfig": self.kubeconfig,
-            "images": {ref: ref for ref in ()},
             "poll_interval_s": 0.05,
             "backoff_s": 0.05,
             "backoff_max_s": 0.2,
@@ -152,8 +160,11 @@ class FakeApiServer:
         return KubernetesConfig(**{**defaults, **fields})
 
     def live_pods(self, selector: str | None = None) -> list[str]:
-        return [n for (_, n), p in self.cluster.pods.items()
-                if matches(p["metadata"].get("labels", {}), selector)]  # fmt: skip
+        return [
+            n
+            for (_, n), p in self.cluster.pods.items()
+            if matches(p["metadata"].get("labels", {}), selector)
+        ]
 
     async def _serve(self) -> None:
         app = web.Application(middlewares=[self._middleware], client_max_size=1024**3)
@@ -181,7 +192,7 @@ class FakeApiServer:
         await site.start()
         server = site._server
         assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # a Server
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]  # an asyncio Server
 
     async def _shutdown(self) -> None:
         for task in list(self._tasks):
@@ -223,23 +234,40 @@ class FakeApiServer:
         ns = request.match_info["ns"]
         if ns not in self.cluster.namespaces:
             return self._missing("namespaces", ns)
-        return _json({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
-                      "status": {"phase": "Active"}})  # fmt: skip
+        return _json(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns},
+                "status": {"phase": "Active"},
+            }
+        )
 
     async def _get_secret(self, request: web.Request) -> web.Response:
         ns, name = request.match_info["ns"], request.match_info["name"]
         secret = self.cluster.secrets.get((ns, name))
         if secret is None:
             return self._missing("secrets", name)
-        return _json({"apiVersion": "v1", "kind": "Secret", "type": secret["type"],
-                      "metadata": {"name": name, "namespace": ns}})  # fmt: skip
+        return _json(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": secret["type"],
+                "metadata": {"name": name, "namespace": ns},
+            }
+        )
 
     async def _get_service_account(self, request: web.Request) -> web.Response:
         ns, name = request.match_info["ns"], request.match_info["name"]
         if (ns, name) not in self.cluster.service_accounts:
             return self._missing("serviceaccounts", name)
-        return _json({"apiVersion": "v1", "kind": "ServiceAccount",
-                      "metadata": {"name": name, "namespace": ns}})  # fmt: skip
+        return _json(
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": name, "namespace": ns},
+            }
+        )
 
     async def _ssar(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -258,20 +286,33 @@ class FakeApiServer:
         body = await request.json()
         name = body["metadata"]["name"]
         if (ns, name) in self.cluster.policies:
-            return _json(status_body(409, "AlreadyExists", f'networkpolicies "{name}" already '
-                                     "exists"), 409)  # fmt: skip
-        body["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now(),
-                                resourceVersion=self.cluster.next_version())  # fmt: skip
+            return _json(
+                status_body(409, "AlreadyExists", f'networkpolicies "{name}" already exists'), 409
+            )
+        body["metadata"].update(
+            uid=str(uuid.uuid4()),
+            creationTimestamp=now(),
+            resourceVersion=self.cluster.next_version(),
+        )
         self.cluster.policies[(ns, name)] = body
         return _json(body, 201)
 
     async def _list_policies(self, request: web.Request) -> web.Response:
         ns = request.match_info["ns"]
         selector = request.query.get("labelSelector")
-        items = [p for (n, _), p in self.cluster.policies.items()
-                 if n == ns and matches(p["metadata"].get("labels", {}), selector)]  # fmt: skip
-        return _json({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicyList",
-                      "metadata": {}, "items": items})  # fmt: skip
+        items = [
+            p
+            for (n, _), p in self.cluster.policies.items()
+            if n == ns and matches(p["metadata"].get("labels", {}), selector)
+        ]
+        return _json(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "NetworkPolicyList",
+                "metadata": {},
+                "items": items,
+            }
+        )
 
     async def _delete_policy(self, request: web.Request) -> web.Response:
         ns, name = request.match_info["ns"], request.match_info["name"]
@@ -283,9 +324,9 @@ class FakeApiServer:
         for (policy_ns, _), policy in self.cluster.policies.items():
             spec = policy.get("spec", {})
             selected = spec.get("podSelector", {}).get("matchLabels", {})
-            if policy_ns == ns and all(labels.get(k) == v for k, v in selected.items()):
-                if "Egress" in spec.get("policyTypes", []) and not spec.get("egress"):
-                    return True
+            selects = policy_ns == ns and all(labels.get(k) == v for k, v in selected.items())
+            if selects and "Egress" in spec.get("policyTypes", []) and not spec.get("egress"):
+                return True
         return False
 
     # -- pods ------------------------------------------------------------------------------
@@ -301,37 +342,56 @@ class FakeApiServer:
         if (ns, name) in self.cluster.pods:
             return _json(status_body(409, "AlreadyExists", f'pods "{name}" already exists'), 409)
         container = body["spec"]["containers"][0]
-        body["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now(),
-                                resourceVersion=self.cluster.next_version())  # fmt: skip
+        body["metadata"].update(
+            uid=str(uuid.uuid4()),
+            creationTimestamp=now(),
+            resourceVersion=self.cluster.next_version(),
+        )
         body["status"] = {
             "phase": "Pending",
             "conditions": [{"type": "PodScheduled", "status": "True"}],
             "containerStatuses": [
                 self._container_status(container, waiting=("ContainerCreating", ""))
-            ],  # fmt: skip
+            ],
         }
         self.cluster.pods[(ns, name)] = body
         self.cluster.created.append(name)
         self._spawn(self._kubelet(ns, name))
         return _json(body, 201)
 
-    def _container_status(self, container: dict[str, Any], *, waiting: tuple[str, str] | None
-                          = None, running: bool = False, terminated: tuple[str, int] | None =
-                          None) -> dict[str, Any]:  # fmt: skip
+    def _container_status(
+        self,
+        container: dict[str, Any],
+        *,
+        waiting: tuple[str, str] | None = None,
+        running: bool = False,
+        terminated: tuple[str, int] | None = None,
+    ) -> dict[str, Any]:
         image = container["image"]
         digest = hashlib.sha256(image.encode()).hexdigest()
         state: dict[str, Any]
         if terminated is not None:
-            state = {"terminated": {"reason": terminated[0], "exitCode": terminated[1],
-                                    "finishedAt": now()}}  # fmt: skip
+            state = {
+                "terminated": {
+                    "reason": terminated[0],
+                    "exitCode": terminated[1],
+                    "finishedAt": now(),
+                }
+            }
         elif running:
             state = {"running": {"startedAt": now()}}
         else:
             reason, message = waiting or ("ContainerCreating", "")
             state = {"waiting": {"reason": reason, "message": message}}
-        return {"name": container["name"], "image": image,
-                "imageID": f"{image.split(':')[0]}@sha256:{digest}" if running else "",
-                "ready": running, "started": running, "restartCount": 0, "state": state}  # fmt: skip
+        return {
+            "name": container["name"],
+            "image": image,
+            "imageID": f"{image.split(':')[0]}@sha256:{digest}" if running else "",
+            "ready": running,
+            "started": running,
+            "restartCount": 0,
+            "state": state,
+        }
 
     async def _kubelet(self, ns: str, name: str) -> None:
         pod = self.cluster.pods[(ns, name)]
@@ -339,19 +399,30 @@ class FakeApiServer:
         image = container["image"]
         status = pod["status"]
         if image in self.faults.pending:
-            status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason":
-                                     "Unschedulable", "message": "0/1 nodes are available: "
-                                     "insufficient memory (injected)"}]  # fmt: skip
+            status["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/1 nodes are available: insufficient memory (injected)",
+                }
+            ]
             status["containerStatuses"] = []
             return
         await asyncio.sleep(0.01)
         if image in self.faults.pull_backoff or image not in self.images:
             reason = "ErrImagePull"
-            status["containerStatuses"] = [self._container_status(container, waiting=(reason,
-                                           f'failed to pull image "{image}": not found'))]  # fmt: skip
+            status["containerStatuses"] = [
+                self._container_status(
+                    container, waiting=(reason, f'failed to pull image "{image}": not found')
+                )
+            ]
             await asyncio.sleep(0.05)
-            status["containerStatuses"] = [self._container_status(container, waiting=(
-                "ImagePullBackOff", f'Back-off pulling image "{image}"'))]  # fmt: skip
+            status["containerStatuses"] = [
+                self._container_status(
+                    container, waiting=("ImagePullBackOff", f'Back-off pulling image "{image}"')
+                )
+            ]
             return
         if image in self.faults.oom_at_start:
             self._terminate(pod, "OOMKilled", 137)
@@ -359,8 +430,14 @@ class FakeApiServer:
         limits = container.get("resources", {}).get("limits", {})
         psc = pod["spec"].get("securityContext", {})
         volumes = pod["spec"].get("volumes", [])
-        storage = next((_mebibytes(v["emptyDir"].get("sizeLimit")) for v in volumes
-                        if v.get("emptyDir", {}).get("sizeLimit")), None)  # fmt: skip
+        storage = next(
+            (
+                _mebibytes(v["emptyDir"].get("sizeLimit"))
+                for v in volumes
+                if v.get("emptyDir", {}).get("sizeLimit")
+            ),
+            None,
+        )
         labels = pod["metadata"].get("labels", {})
         spec = SandboxSpec(
             workspace=self.images[image],
@@ -383,17 +460,26 @@ class FakeApiServer:
             return
         self.sandboxes[(ns, name)] = sandbox
         status["phase"] = "Running"
-        status["conditions"] = [{"type": t, "status": "True"} for t in
-                                ("PodScheduled", "Initialized", "ContainersReady", "Ready")]  # fmt: skip
+        status["conditions"] = [
+            {"type": t, "status": "True"}
+            for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+        ]
         status["containerStatuses"] = [self._container_status(container, running=True)]
 
     def _terminate(self, pod: dict[str, Any], reason: str, code: int, message: str = "") -> None:
         container = pod["spec"]["containers"][0]
         pod["status"]["phase"] = "Failed"
-        pod["status"]["conditions"] = [{"type": "Ready", "status": "False", "reason":
-                                        "PodFailed", "message": message or reason}]  # fmt: skip
-        pod["status"]["containerStatuses"] = [self._container_status(container,
-                                              terminated=(reason, code))]  # fmt: skip
+        pod["status"]["conditions"] = [
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "PodFailed",
+                "message": message or reason,
+            }
+        ]
+        pod["status"]["containerStatuses"] = [
+            self._container_status(container, terminated=(reason, code))
+        ]
 
     async def _retire(self, ns: str, name: str) -> None:
         sandbox = self.sandboxes.pop((ns, name), None)
@@ -403,10 +489,19 @@ class FakeApiServer:
     async def _list_pods(self, request: web.Request) -> web.Response:
         ns = request.match_info["ns"]
         selector = request.query.get("labelSelector")
-        items = [p for (n, _), p in self.cluster.pods.items()
-                 if n == ns and matches(p["metadata"].get("labels", {}), selector)]  # fmt: skip
-        return _json({"apiVersion": "v1", "kind": "PodList", "metadata": {
-            "resourceVersion": str(self.cluster.resource_version)}, "items": items})  # fmt: skip
+        items = [
+            p
+            for (n, _), p in self.cluster.pods.items()
+            if n == ns and matches(p["metadata"].get("labels", {}), selector)
+        ]
+        return _json(
+            {
+                "apiVersion": "v1",
+                "kind": "PodList",
+                "metadata": {"resourceVersion": str(self.cluster.resource_version)},
+                "items": items,
+            }
+        )
 
     async def _get_pod(self, request: web.Request) -> web.Response:
         pod = self.cluster.pods.get((request.match_info["ns"], request.match_info["name"]))
@@ -426,8 +521,9 @@ class FakeApiServer:
         if key not in self.cluster.pods:
             return self._missing("pods", key[1])
         running = key in self.sandboxes
-        return web.Response(text=f"in-process kubelet: pod {key[1]} "
-                            f"{'running' if running else 'not running'}\n")  # fmt: skip
+        return web.Response(
+            text=f"in-process kubelet: pod {key[1]} {'running' if running else 'not running'}\n"
+        )
 
     # -- exec ------------------------------------------------------------------------------
 
@@ -453,15 +549,22 @@ class FakeApiServer:
             await ws.close()
         return ws
 
-    async def _run_exec(self, ws: web.WebSocketResponse, v5: bool, key: tuple[str, str],
-                        pod: dict[str, Any], sandbox: LocalSandbox, command: list[str],
-                        wants_stdin: bool) -> None:  # fmt: skip
+    async def _run_exec(
+        self,
+        ws: web.WebSocketResponse,
+        v5: bool,
+        key: tuple[str, str],
+        pod: dict[str, Any],
+        sandbox: LocalSandbox,
+        command: list[str],
+        wants_stdin: bool,
+    ) -> None:
         container = pod["spec"]["containers"][0]
         env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
         read_fd, write_fd = os.pipe() if wants_stdin else (None, None)
         stdin = os.fdopen(read_fd, "rb", buffering=0) if read_fd is not None else None
         writer = os.fdopen(write_fd, "wb", buffering=0) if write_fd is not None else None
-        sink = tempfile.TemporaryFile()
+        sink = tempfile.TemporaryFile()  # noqa: SIM115  (closed after the send, below)
 
         async def pump() -> None:  # websocket stdin -> the command's stdin
             async for msg in ws:
@@ -483,8 +586,11 @@ class FakeApiServer:
         try:
             if self.faults.evict_on_exec > 0:
                 self.faults.evict_on_exec -= 1
-                pod["status"].update(phase="Failed", reason="Evicted",
-                                     message="The node was low on resource: memory.")  # fmt: skip
+                pod["status"].update(
+                    phase="Failed",
+                    reason="Evicted",
+                    message="The node was low on resource: memory.",
+                )
                 await self._retire(*key)
                 return
             if self.faults.drop_exec > 0:
@@ -492,8 +598,14 @@ class FakeApiServer:
                 await ws.send_bytes(b"\x01partial output")
                 await ws.close(code=1011)  # no status frame: the exit status is lost
                 return
-            result = await sandbox._run(command, container.get("workingDir", "/"), env, 3600.0,
-                                        stdin=stdin, stdout_sink=sink)  # fmt: skip
+            result = await sandbox._run(
+                command,
+                container.get("workingDir", "/"),
+                env,
+                3600.0,
+                stdin=stdin,
+                stdout_sink=sink,
+            )
         finally:
             if writer is not None:
                 with contextlib.suppress(OSError):
@@ -514,16 +626,16 @@ class FakeApiServer:
             code = 137
         if self.faults.kubelet_error_exec > 0:
             self.faults.kubelet_error_exec -= 1
-            status = status_body(500, "InternalError", "error: container runtime failed "
-                                 "(injected)")  # fmt: skip
+            status = status_body(500, "InternalError", "error: container runtime failed (injected)")
         elif code == 0:
             status = {"metadata": {}, "status": "Success"}
         else:
             status = status_body(
-                500, "NonZeroExitCode",
+                500,
+                "NonZeroExitCode",
                 f"command terminated with non-zero exit code: exit status {code}",
                 causes=[{"reason": "ExitCode", "message": str(code)}],
-            )  # fmt: skip
+            )
             status.pop("code")
         await ws.send_bytes(b"\x03" + json.dumps(status).encode())
 
