@@ -149,3 +149,62 @@ def test_rows_reproduce_every_trace_exactly(calls, reward):
         assert row.token_level_rewards[last].item() == pytest.approx(reward)
         assert int((row.token_level_rewards != 0).sum()) <= 1
         assert row.response_ids.shape == row.response_mask.shape == row.rollout_log_probs.shape
+
+
+# -- merged rows: the mask covers exactly the sampled ids ----------------------------------
+
+from hypothesis import given as _given  # noqa: E402
+from hypothesis import strategies as _st  # noqa: E402
+
+
+class _Call:
+    def __init__(self, prompt: list[int], completion: list[int], cause: str | None) -> None:
+        self.prompt_token_ids = prompt
+        self.completion_token_ids = completion
+        self.logprobs = [-0.5 - i for i in range(len(completion))]
+        self.break_cause = cause
+
+
+@_given(
+    steps=_st.lists(
+        _st.tuples(
+            _st.lists(_st.integers(0, 99), min_size=0, max_size=6),  # observation
+            _st.lists(_st.integers(100, 199), min_size=1, max_size=6),  # sampled completion
+            _st.sampled_from([None, "dropped_turn", "truncated"]),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_merged_rows_mask_exactly_the_sampled_ids(steps) -> None:
+    calls: list[_Call] = []
+    full: list[int] = [1, 2, 3]
+    for observation, completion, cause in steps:
+        if cause is None or not calls:
+            prompt = full + observation
+        elif cause == "dropped_turn":
+            prompt = list(calls[-1].prompt_token_ids) + [250] + observation
+        else:
+            prompt = [9] + observation
+        calls.append(_Call(prompt, completion, None if prompt[: len(full)] == full else cause))
+        full = prompt + completion
+    rows, stats = episode_to_rows(calls, task_id="t", episode_id="e", attempt=0, reward=1.0)
+    assert sum(r.header.n_calls for r in rows) == len(calls) == stats.calls
+    assert stats.rows == len(rows) == 1 + stats.prefix_breaks
+    assert stats.merged_calls == len(calls) - len(rows)
+    at = 0
+    for row in rows:
+        mine = calls[at : at + row.header.n_calls]
+        at += row.header.n_calls
+        mask = row.response_mask.bool()
+        sampled = [t for c in mine for t in c.completion_token_ids]
+        assert row.response_ids[mask].tolist() == sampled
+        assert row.rollout_log_probs[mask].tolist() == [x for c in mine for x in c.logprobs]
+        assert row.rollout_log_probs[~mask].abs().sum() == 0
+        last = mine[-1]
+        assert row.prompt_ids.tolist() + row.response_ids.tolist() == list(
+            last.prompt_token_ids
+        ) + list(last.completion_token_ids)
+    assert stats.training_tokens == sum(len(r.prompt_ids) + len(r.response_ids) for r in rows)
+    if stats.prefix_breaks == 0:
+        assert stats.training_tokens == stats.unique_tokens

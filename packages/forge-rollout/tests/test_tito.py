@@ -252,3 +252,43 @@ def test_a_restarted_gateway_resumes_splicing_from_the_trace_file(
     assert traces[1].spliced_turns == 1 and traces[1].break_cause is None
     rows, _ = episode_to_rows(traces, task_id="t", episode_id="ep", attempt=0, reward=1.0)
     assert len(rows) == 1
+
+
+def test_identical_replies_each_splice_their_own_sampled_ids(
+    facts, tmp_path: Path, gateway_at, post
+) -> None:
+    """An agent that says the same thing twice (`ls`, `ls`): each message is the turn that was
+    sampled at its place, even when the two samples' ids differ."""
+    tokenizer, tokenizer_dir = facts
+    end = _tok(tokenizer, "<|im_end|>")
+    same = [
+        (_ids(tokenizer, "App", "eties", end), "stop"),
+        (_ids(tokenizer, _tok(tokenizer, "App", "et", "ies"), end), "stop"),
+        (_ids(tokenizer, "App", "eties", end), "stop"),
+    ]
+    upstream, _prompts = scripted_completions(tokenizer, same)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Fix it."}]
+    with (
+        run_app_in_thread(upstream) as upstream_url,
+        gateway_at(
+            upstream_url, tmp_path / "traces", window=WINDOW, tokenizer_dir=tokenizer_dir
+        ) as (url, _gateway),
+    ):
+        for _ in same:
+            status, answer = post(
+                f"{url}/sessions/ep/v1/chat/completions", {"model": "facts", "messages": messages}
+            )
+            assert status == 200, answer
+            content = answer["choices"][0]["message"]["content"]
+            messages += [
+                {"role": "assistant", "content": content},
+                {"role": "user", "content": "o"},
+            ]
+    traces = read_traces(tmp_path / "traces", "ep")
+    assert [t.completion_text for t in traces] == ["Appeties"] * 3
+    assert all(t.break_cause is None for t in traces)
+    rows, _ = episode_to_rows(traces, task_id="t", episode_id="ep", attempt=0, reward=1.0)
+    assert len(rows) == 1
+    assert rows[0].response_ids[rows[0].response_mask.bool()].tolist() == [
+        t for ids, _ in same for t in ids
+    ]

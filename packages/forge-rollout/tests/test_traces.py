@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,74 @@ def test_safe_session_ids() -> None:
 def test_guard_refuses_exactly_what_does_not_fit(prompt, max_tokens, window, reserve) -> None:
     refused = check_context(prompt, max_tokens, window, reserve) is not None
     assert refused == (prompt + (max_tokens or 0) > window - reserve)
+
+
+# -- forge/trace@2: prompts stored as deltas ------------------------------------------------
+
+ids_lists = st.lists(st.integers(0, 70_000), max_size=40)
+
+
+@given(prompt=ids_lists, candidates=st.dictionaries(st.integers(0, 50), ids_lists, max_size=5))
+def test_a_delta_decodes_to_exactly_the_prompt(prompt, candidates) -> None:
+    from forge_rollout._trace_codec import common_prefix, decode_prompt, encode_prompt
+
+    delta = encode_prompt(prompt, candidates)
+    assert decode_prompt(delta, candidates) == prompt
+    best = max((common_prefix(prompt, full) for full in candidates.values()), default=0)
+    assert delta.keep == best and len(delta.added) == len(prompt) - best
+
+
+@given(
+    calls=st.lists(
+        st.tuples(st.integers(0, 12), ids_lists, st.lists(st.integers(0, 9), min_size=1)),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_written_traces_read_back_exactly(tmp_path_factory, calls) -> None:
+    """Arbitrary episodes (each prompt keeps some of the previous call's ids, adds others)
+    read back with every prompt's full ids, and the file stores no kept id again."""
+    folder = tmp_path_factory.mktemp("traces")
+    writer = TraceWriter(folder)
+    full: list[int] = []
+    prompts = []
+    for keep, added, completion in calls:
+        prompt = full[: min(keep * 3, len(full))] + added or [7]
+        prompts.append((prompt, completion))
+        data = {**record("s", 0), "prompt_token_ids": prompt, "completion_token_ids": completion}
+        data["logprobs"] = [-1.0] * len(completion)
+        writer.append("s", lambda seq, data=data: {**data, "seq": seq})
+        full = prompt + completion
+    writer.close()
+    traces = read_traces(folder, "s")
+    assert [(t.prompt_token_ids, t.completion_token_ids) for t in traces] == prompts
+    lines = (folder / "s.jsonl").read_text().splitlines()
+    stored = [len(json.loads(line)["prompt"]["added"]) for line in lines]
+    assert all(n <= len(p) for n, (p, _) in zip(stored, prompts, strict=True))
+
+
+def test_version_1_traces_still_read_and_unknown_versions_are_refused(tmp_path: Path) -> None:
+    import json
+
+    v1 = {**record("old", 0), "schema_version": "forge/trace@1"}
+    (tmp_path / "old.jsonl").write_text(json.dumps(v1) + "\n")
+    (trace,) = read_traces(tmp_path, "old")
+    assert trace.schema_version == "forge/trace@1" and trace.prompt_token_ids == [1, 2]
+    v3 = {**v1, "schema_version": "forge/trace@3"}
+    (tmp_path / "new.jsonl").write_text(json.dumps(v3) + "\n")
+    with pytest.raises(TraceFormatError, match=r"forge/trace@3.*fix: read it with"):
+        read_traces(tmp_path, "new")
+
+
+def test_a_delta_on_a_missing_base_is_named(tmp_path: Path) -> None:
+    import json
+
+    writer = TraceWriter(tmp_path)
+    for _ in range(2):
+        writer.append("s", lambda seq: record("s", seq))
+    writer.close()
+    lines = (tmp_path / "s.jsonl").read_text().splitlines()
+    assert json.loads(lines[1])["prompt"] == {"base": 0, "keep": 2, "added": [], "length": 2}
+    (tmp_path / "s.jsonl").write_text(lines[1] + "\n")  # its base record is gone
+    with pytest.raises(TraceFormatError, match=r"line 1 .*base record seq 0"):
+        read_traces(tmp_path, "s")

@@ -81,8 +81,10 @@ def completion_choices(answer: dict[str, Any]) -> tuple[list[dict[str, Any]], li
             problems.append(f"choice {position} is not an object")
             continue
         index = choice.get("index", position)
-        logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
-        tokens = logprobs.get("tokens") if isinstance(logprobs.get("tokens"), list) else []
+        raw = choice.get("logprobs")
+        logprobs: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        listed = logprobs.get("tokens")
+        tokens: list[Any] = listed if isinstance(listed, list) else []
         values = logprobs.get("token_logprobs")
         ids = [_token_id(t) for t in tokens]
         if not ids or None in ids:

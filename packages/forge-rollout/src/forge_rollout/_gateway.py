@@ -27,6 +27,7 @@ from aiohttp import web
 from forge_rollout._capture import choice_records, inject, params_of, strip
 from forge_rollout._count import CountError, PromptTooLong, TokenizerCounter, UpstreamCounter
 from forge_rollout._gateway_config import GatewayConfig, check_guard_gate
+from forge_rollout._gateway_tito import tito_completion
 from forge_rollout._guard import (
     check_context,
     check_max_tokens,
@@ -170,8 +171,6 @@ class Gateway:
             return _json(400, openai_error(problem, param="max_tokens", code="invalid_type"))
         refusal = check_max_tokens(max_tokens, self.config.window)
         if refusal is None and endpoint == "chat.completions" and self.renderer is not None:
-            from forge_rollout._gateway_tito import tito_completion
-
             return await tito_completion(self, request, body, max_tokens, started, clock)
         # 3. exact prompt length against window - reserve
         count_ms = 0.0

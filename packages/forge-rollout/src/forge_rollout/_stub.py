@@ -32,6 +32,9 @@ class StubOptions(BaseModel):
     hang_s: float = Field(default=30.0, ge=0, description="How long fault-hang sleeps.")
     canned: bool = Field(default=False, description="One precomputed answer for every call.")
     canned_prompt_tokens: int = Field(default=256, ge=1, description="Canned prompt length.")
+    latency_ms: float = Field(
+        default=0.0, ge=0, description="Model time per call (awaited: calls overlap, as batched)."
+    )
 
 
 def prompt_ids(body: dict[str, Any]) -> list[int]:
@@ -109,6 +112,8 @@ def create_stub_app(options: StubOptions | None = None) -> web.Application:
     canned_count = json.dumps({"count": len(canned_prompt), "max_model_len": options.window})
 
     async def completion(request: web.Request) -> web.StreamResponse:
+        if options.latency_ms:
+            await asyncio.sleep(options.latency_ms / 1000)
         if options.canned:
             return web.Response(body=canned_bytes, content_type="application/json")
         body = await request.json()

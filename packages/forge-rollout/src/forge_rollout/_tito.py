@@ -22,7 +22,6 @@ A session's state is rebuilt from its trace file after a restart (`SessionState.
 
 from __future__ import annotations
 
-import os
 import re
 import secrets
 from collections import OrderedDict
@@ -75,7 +74,7 @@ class LastCall:
 class SessionState:
     """Per session: sampled turns by text, cached segments, the previous call."""
 
-    turns: dict[str, Turn] = field(default_factory=dict)
+    turns: dict[str, list[Turn]] = field(default_factory=dict)  # by text, in seq order
     by_seq: dict[int, Turn] = field(default_factory=dict)
     segments: dict[str, Piece] = field(default_factory=dict)
     last: LastCall | None = None
@@ -90,7 +89,7 @@ class SessionState:
             piece = Piece(("turn", trace.seq), ids, _fragment(ids))
             full = list(trace.prompt_token_ids) + ids
             turn = Turn(trace.seq, piece, strip_of(ids), len(full), None, full)
-            state.turns[trace.completion_text] = turn
+            state.turns.setdefault(trace.completion_text, []).append(turn)
             state.by_seq[trace.seq] = turn
             if trace.request_id != last_request or state.last is None:
                 state.last = LastCall(None, [])
@@ -121,6 +120,16 @@ class Rendered:
 
     def prompt_json(self) -> bytes:
         return b"[" + b",".join(p.fragment for p in self.pieces if p.ids) + b"]"
+
+
+def _pick(candidates: list[Turn], keys: tuple[Key, ...], after: int) -> Turn:
+    """Which of the turns sampled with this text the message is: the one sampled right after
+    the prompt so far, else the first sampled after the previous turn, else the latest."""
+    for turn in candidates:
+        full = turn.full_keys
+        if full is not None and len(full) == len(keys) + 1 and full[:-1] == keys:
+            return turn
+    return next((t for t in candidates if t.seq > after), candidates[-1])
 
 
 def _content_key(message: Any) -> tuple[str, str]:
@@ -189,14 +198,14 @@ class ChatRenderer:
             found = type(messages).__name__ if not isinstance(messages, list) else "[]"
             raise ValueError(f"expected `messages` to be a non-empty list; found {found}")
         # 1. sampled turns -> placeholders
-        spliced: list[Turn] = []
+        spliced: list[list[Turn]] = []  # candidate turns per placeholder (same text)
         prepared: list[Any] = []
         unmatched = False
         for message in messages:
             content = message.get("content") if isinstance(message, dict) else None
             if isinstance(message, dict) and message.get("role") == "assistant":
                 turn = state.turns.get(content) if isinstance(content, str) else None
-                if turn is not None and not message.get("tool_calls"):
+                if turn and not message.get("tool_calls"):
                     prepared.append({**message, "content": f"{self.marker}{len(spliced)}>"})
                     spliced.append(turn)
                     continue
@@ -224,14 +233,19 @@ class ChatRenderer:
             raise TooLong(text_bytes)
         used: dict[str, Piece] = {}
         pieces: list[Piece] = []
+        after = -1
+        keys: list[Key] = []
         for position, segment in enumerate(parts[0::2]):
             if position > 0:
-                turn = spliced[position - 1]
-                pieces.append(turn.piece)
-                if turn.strip and segment.startswith(turn.strip):
-                    segment = segment[len(turn.strip) :]
+                picked = _pick(spliced[position - 1], tuple(keys), after)
+                after = picked.seq
+                pieces.append(picked.piece)
+                keys.append(picked.piece.key)
+                if picked.strip and segment.startswith(picked.strip):
+                    segment = segment[len(picked.strip) :]
             if segment:
                 pieces.append(self._segment(state, used, segment))
+                keys.append(pieces[-1].key)
         state.segments = used  # segments no longer rendered are dropped
         return Rendered(
             pieces=pieces,
@@ -302,15 +316,7 @@ class ChatRenderer:
             piece = Piece(("turn", seq), ids, _fragment(ids))
             full = (*keys, piece.key)
             turn = Turn(seq, piece, self.strip_of(ids), rendered.length + len(ids), full)
-            state.turns[text] = turn
+            state.turns.setdefault(text, []).append(turn)
             state.by_seq[seq] = turn
             turns.append(turn)
-        live = {t.seq for t in state.turns.values()}
-        state.by_seq = {seq: t for seq, t in state.by_seq.items() if seq in live}
         state.last = LastCall(rendered.messages, turns)
-
-
-def load_tokenizer(tokenizer_dir: str | os.PathLike[str]) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tokenizer_dir)

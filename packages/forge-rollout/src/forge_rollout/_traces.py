@@ -11,9 +11,11 @@ episode's tokens, not with the square of its calls:
 `base` null means `keep` 0 (the whole prompt is in `added`); `length` is checked on reading.
 `read_traces` returns every record decoded (`Trace.prompt_token_ids` always the full, exact
 ids) and still reads `forge/trace@1` files (full prompts on every line); any other version is
-refused by name. A record is written with ONE `os.write` of the whole line to an `O_APPEND` descriptor
-(so a killed writer leaves whole lines; a torn tail, if the disk fills up mid-write, is cut
-back on the next open), and is visible to readers as soon as the call returns (optionally
+refused by name.
+
+A record is written with ONE `os.write` of the whole line to an `O_APPEND` descriptor (so a
+killed writer leaves whole lines; a torn tail, if the disk fills up mid-write, is cut back on
+the next open), and is visible to readers as soon as the call returns (optionally
 fsynced). A line counts only with its newline: the reader skips an unterminated tail.
 """
 

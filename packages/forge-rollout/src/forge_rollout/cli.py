@@ -82,6 +82,7 @@ def _gateway(args: argparse.Namespace) -> int:
         window=args.window,
         reserve=args.reserve,
         tokenizer_dir=args.tokenizer,
+        tito=not args.no_tito,
         upstream_timeout=args.upstream_timeout,
         fsync=args.fsync,
         run_dir=args.run_dir,
@@ -105,7 +106,10 @@ def _stub(args: argparse.Namespace) -> int:
     from forge_rollout._stub import StubOptions, create_stub_app
 
     options = StubOptions(
-        window=args.window, completion_tokens=args.completion_tokens, canned=args.canned
+        window=args.window,
+        completion_tokens=args.completion_tokens,
+        canned=args.canned,
+        latency_ms=args.latency_ms,
     )
     return serve_forever(create_stub_app(options), args.host, args.port, "FORGE_STUB")
 
@@ -256,7 +260,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="tokens kept free: prompt + max_tokens <= window - reserve",
     )
-    p.add_argument("--tokenizer", type=Path, default=None, help="count in-process (else /tokenize)")
+    p.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=None,
+        help="the served model's folder: count in-process (else /tokenize) and render chat "
+        "requests to token ids in the gateway (token-in-token-out)",
+    )
+    p.add_argument(
+        "--no-tito",
+        action="store_true",
+        help="with --tokenizer: forward chat requests as they are (the upstream renders them)",
+    )
     p.add_argument(
         "--upstream-timeout", type=float, default=600.0, help="seconds per forwarded call"
     )
@@ -274,6 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=int, default=4096, help="max model length it reports")
     p.add_argument("--completion-tokens", type=int, default=4, help="tokens per answer")
     p.add_argument("--canned", action="store_true", help="one precomputed answer")
+    p.add_argument(
+        "--latency-ms", type=float, default=0.0, help="model time per call (calls overlap)"
+    )
     p.set_defaults(func=_stub)
 
     p = sub.add_parser("vllm-args", help="print the vLLM command line and environment")

@@ -1,0 +1,350 @@
+"""Token-in-token-out episodes and the gateway at production lengths (issues 18.1 and 16.5).
+
+1. Merging, on recorded episodes of the scripted oracle policy: the real chain (mini-swe-agent,
+   bubblewrap sandboxes, the gateway with the tiny model's ChatML tokenizer, the verifier) on
+   the demo train tasks. The policy looks around, applies the task's oracle script, checks and
+   submits (4 calls); its "sampled" ids are a non-canonical split of its text (one token per
+   character), so the text re-tokenises to other ids in every call, as a real model's does
+   (FACTS.md: 36 of 81 calls). Measured from the rows: the share of calls whose history was
+   kept that merged into their episode's row, and training tokens / unique tokens per episode
+   (worst episode). For contrast, the same episodes with a format error each (mini-swe-agent
+   drops that reply: a real break, counted by cause) and through a gateway that forwards chat
+   as it is (`--no-tito`: the upstream re-tokenises the text) are reported without a target.
+2. The gateway with 32K-token prompts, each server in its own process: 8 sessions of 20-call
+   episodes (prompt ~32K tokens, growing) through `forge-rollout gateway --tokenizer`, against
+   the same upstream requests sent directly (token-id prompts of the same lengths). The
+   upstream is the stub with a fixed model time per call (`--latency-ms`, far below a real 32K
+   prefill) so the closed loop measures added latency, not the stub's throughput. p50 added
+   latency = gateway p50 - direct p50. Trace bytes per episode token for 20-call vs 2-call
+   episodes: linear growth means a ratio near 1 (full prompts per call would be ~10x).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+SCHEMA = "forge/bench-tito@1"
+LONG_WINDOW, LONG_PROMPT, SESSIONS, CALLS = 40960, 32768, 8, 20
+LATENCY_MS = 250.0  # a real 32K prefill + 256 decoded tokens takes seconds
+OBSERVATION_TOKENS = 150  # per call in the 32K episodes
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+def _bench_module():
+    import importlib.util
+
+    path = Path(__file__).with_name("bench_rollout.py")
+    spec = importlib.util.spec_from_file_location("forge_bench_rollout_helpers", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+# -- 1. merging on recorded oracle episodes ---------------------------------------------------
+
+
+def _oracle_upstream(tokenizer: Any, solutions: dict[str, str], format_error: bool):
+    """/v1/completions on token ids (and /v1/chat/completions for --no-tito) answering like a
+    policy that follows the oracle; one token per character (a non-canonical split)."""
+    from aiohttp import web
+
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    steps = ["ls /workspace", None, "cd /workspace && git status --short", SUBMIT]
+
+    def reply(text: str) -> tuple[str, list[int]]:
+        step = text.count("<|im_start|>user") - 1  # observations and format errors alike
+        script = next(s for key, s in solutions.items() if key in text)
+        plan = [steps[0], "__oracle__", steps[2], steps[3]]
+        if format_error:
+            plan.insert(1, "__prose__")
+        command = plan[min(step, len(plan) - 1)]
+        if command == "__prose__":
+            content = "THOUGHT: I will now fix the bug in the code."
+        else:
+            body = script if command == "__oracle__" else command
+            content = f"THOUGHT: step {step}\n```mswea_bash_command\n{body}\n```"
+        ids = [t for ch in content for t in tokenizer.encode(ch, add_special_tokens=False)]
+        return content, [*ids, end]
+
+    def answer(prompt_len: int, content: str, ids: list[int], chat: bool) -> dict[str, Any]:
+        usage = {"prompt_tokens": prompt_len, "completion_tokens": len(ids)}
+        if chat:
+            entries = [{"token": "t", "logprob": -0.5, "bytes": [], "top_logprobs": []}] * len(ids)
+            choice = {"index": 0, "message": {"role": "assistant", "content": content},
+                      "token_ids": ids, "logprobs": {"content": entries},
+                      "finish_reason": "stop", "stop_reason": None}  # fmt: skip
+            return {"id": "c", "object": "chat.completion", "created": 0, "model": "oracle",
+                    "choices": [choice], "usage": usage}  # fmt: skip
+        logprobs = {"tokens": [f"token_id:{t}" for t in ids], "token_logprobs": [-0.5] * len(ids)}
+        choice = {"index": 0, "text": content, "logprobs": logprobs, "finish_reason": "stop",
+                  "stop_reason": None}  # fmt: skip
+        return {"id": "c", "object": "text_completion", "created": 0, "model": "oracle",
+                "choices": [choice], "usage": usage}  # fmt: skip
+
+    async def completions(request: web.Request) -> web.Response:
+        prompt = (await request.json())["prompt"]
+        content, ids = reply(tokenizer.decode(prompt, skip_special_tokens=False))
+        return web.json_response(answer(len(prompt), content, ids, chat=False))
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.json()
+        text = tokenizer.apply_chat_template(
+            body["messages"], add_generation_prompt=True, tokenize=False
+        )
+        prompt = tokenizer.encode(text, add_special_tokens=False)
+        content, ids = reply(text)
+        out = answer(len(prompt), content, ids, chat=True)
+        out["prompt_token_ids"] = prompt
+        return web.json_response(out)
+
+    async def tokenize(request: web.Request) -> web.Response:
+        body = await request.json()
+        text = tokenizer.apply_chat_template(
+            body["messages"], add_generation_prompt=True, tokenize=False
+        )
+        count = len(tokenizer.encode(text, add_special_tokens=False))
+        return web.json_response({"count": count, "max_model_len": 65536})
+
+    async def models(request: web.Request) -> web.Response:
+        card = {"id": "oracle", "object": "model", "max_model_len": 65536}
+        return web.json_response({"object": "list", "data": [card]})
+
+    async def health(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/tokenize", tokenize)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/health", health)
+    return app
+
+
+def _episodes(tmp: Path, tokenizer_dir: Path, format_error: bool, tito: bool) -> dict[str, Any]:
+    from transformers import AutoTokenizer
+
+    from forge_rollout._agent import AgentConfig
+    from forge_rollout._aio import run_app_in_thread
+    from forge_rollout._gateway import GatewayConfig, create_gateway_app
+    from forge_rollout._job_rows import rows_from_job, rows_from_trial
+    from forge_rollout._runner import resolve_tasks, run_rollouts
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tasks = resolve_tasks("demo:train")
+    solutions = {
+        t.instruction().strip(): (t.path / "solution" / "solve.sh").read_text() for t in tasks
+    }
+    name = f"{'errors' if format_error else 'oracle'}-{'tito' if tito else 'chat'}"
+    traces, job = tmp / f"traces-{name}", tmp / f"job-{name}"
+    config = GatewayConfig(
+        upstream="", traces_dir=traces, window=65536, reserve=0, tokenizer_dir=tokenizer_dir,
+        tito=tito,
+    )  # fmt: skip
+    with run_app_in_thread(_oracle_upstream(tokenizer, solutions, format_error)) as upstream:
+        config = config.model_copy(update={"upstream": upstream})
+        with run_app_in_thread(create_gateway_app(config), handler_cancellation=True) as gateway:
+            summary = asyncio.run(
+                run_rollouts(
+                    tasks,
+                    job,
+                    endpoint=gateway,
+                    model="oracle",
+                    config=AgentConfig(step_limit=8),
+                    traces_dir=traces,
+                    concurrency=2,
+                )
+            )
+    _rows, stats = rows_from_job(job)
+    ratios = []
+    for trial in sorted(p.parent for p in job.glob("*/result.json")):
+        _, episode = rows_from_trial(trial)
+        if episode.unique_tokens:
+            ratios.append(episode.training_tokens / episode.unique_tokens)
+    kept = stats.kept_history_calls
+    return {
+        "episodes": len(ratios),
+        "solved": sum(1 for r in summary.rewards.values() if r == 1.0),
+        "conversion": stats.model_dump(),
+        "merged_share_of_kept": round(stats.merged_calls / kept, 4) if kept else None,
+        "training_over_unique_worst": round(max(ratios), 4) if ratios else None,
+        "training_over_unique_mean": round(statistics.fmean(ratios), 4) if ratios else None,
+    }
+
+
+# -- 2. the gateway with 32K-token prompts ------------------------------------------------------
+
+
+def _chat_bodies(calls: int, first_tokens: int, tokenizer: Any) -> list[bytes]:
+    """One session's request bodies: a ~first_tokens-token first prompt, then per call the
+    stub's answer (32 `x`) and an observation of ~OBSERVATION_TOKENS tokens."""
+    line = "output of the command: the tests ran and printed this line\n"
+    per_line = len(tokenizer.encode(line, add_special_tokens=False))
+    messages: list[dict[str, str]] = [
+        {"role": "system", "content": "You are a software engineering agent."},
+        {"role": "user", "content": line * (first_tokens // per_line)},
+    ]
+    bodies = []
+    for call in range(calls):
+        body = {"model": "stub", "messages": messages, "max_tokens": 256, "temperature": 1.0}
+        bodies.append(json.dumps(body).encode())
+        observation = f"step {call}\n" + line * max(1, OBSERVATION_TOKENS // per_line)
+        messages = [*messages, {"role": "assistant", "content": "x" * 32},
+                    {"role": "user", "content": observation}]  # fmt: skip
+    return bodies
+
+
+async def _sessions(url_of, bodies: list[list[bytes]], skip_first: bool) -> list[float]:
+    """Every session sends its calls one after another, all sessions at once; latencies (ms)."""
+    latencies: list[float] = []
+    connector = aiohttp.TCPConnector(limit=0)
+    headers = {"Content-Type": "application/json"}
+    async with aiohttp.ClientSession(connector=connector) as client:
+
+        async def session(index: int) -> None:
+            for call, body in enumerate(bodies[index]):
+                started = time.perf_counter()
+                async with client.post(url_of(index), data=body, headers=headers) as answer:
+                    await answer.read()
+                    if answer.status != 200:
+                        raise RuntimeError(f"expected 200; found {answer.status}")
+                if call > 0 or not skip_first:
+                    latencies.append((time.perf_counter() - started) * 1000)
+
+        await asyncio.gather(*(session(i) for i in range(len(bodies))))
+    return latencies
+
+
+def _long_prompts(tmp: Path, tokenizer_dir: Path) -> dict[str, Any]:
+    from transformers import AutoTokenizer
+
+    helpers = _bench_module()
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    py = sys.executable
+    cli = [py, "-m", "forge_rollout.cli"]
+    processes: list[subprocess.Popen] = []
+    try:
+        stub, stub_url = helpers._spawn(
+            [*cli, "stub-upstream", "--window", str(LONG_WINDOW), "--completion-tokens", "32",
+             "--latency-ms", str(LATENCY_MS)], "FORGE_STUB",
+        )  # fmt: skip
+        processes.append(stub)
+        gateway, gateway_url = helpers._spawn(
+            [*cli, "gateway", "--upstream", stub_url, "--port", "0", "--window",
+             str(LONG_WINDOW), "--reserve", "256", "--traces", str(tmp / "traces-long"),
+             "--tokenizer", str(tokenizer_dir)], "FORGE_GATEWAY",
+        )  # fmt: skip
+        processes.append(gateway)
+        first = LONG_PROMPT - CALLS * (OBSERVATION_TOKENS + 40)
+        chat = [_chat_bodies(CALLS + 1, first, tokenizer) for _ in range(SESSIONS)]
+        # the direct calls: token-id prompts of the gateway's lengths, same parameters
+        lengths = []
+        for body in chat[0]:  # every session sends the same conversation
+            text = tokenizer.apply_chat_template(
+                json.loads(body)["messages"], add_generation_prompt=True, tokenize=False
+            )
+            lengths.append(len(tokenizer.encode(text, add_special_tokens=False)))
+        rows = []
+        for size in lengths:
+            prompt = [(7 * i) % 500 + 3 for i in range(size)]
+            rows.append(json.dumps({"model": "stub", "prompt": prompt, "max_tokens": 256,
+                                    "temperature": 1.0, "logprobs": 0,
+                                    "return_tokens_as_token_ids": True}).encode())  # fmt: skip
+        direct_bodies = [rows] * SESSIONS
+        direct = asyncio.run(
+            _sessions(lambda i: f"{stub_url}/v1/completions", direct_bodies, skip_first=True)
+        )
+        through = asyncio.run(
+            _sessions(lambda i: f"{gateway_url}/sessions/long-{i}/v1/chat/completions", chat, True)
+        )
+        with urllib.request.urlopen(f"{gateway_url}/stats") as answer:
+            gateway_stats = json.loads(answer.read())
+        # trace bytes per token: one 2-call and one 20-call episode, in their own sessions
+        sizes: dict[int, float] = {}
+        for calls in (2, CALLS):
+            bodies = [_chat_bodies(calls, OBSERVATION_TOKENS, tokenizer)]  # uniform calls
+            asyncio.run(
+                _sessions(
+                    lambda i, c=calls: f"{gateway_url}/sessions/bytes-{c}/v1/chat/completions",
+                    bodies,
+                    False,
+                )
+            )
+            path = tmp / "traces-long" / f"bytes-{calls}.jsonl"
+            lines = [json.loads(line) for line in path.read_text().splitlines()]
+            tokens = lines[-1]["prompt"]["length"] + len(lines[-1]["completion_token_ids"])
+            full = sum(line["prompt"]["length"] for line in lines)  # what v1 would store
+            sizes[calls] = path.stat().st_size / tokens
+            sizes[-calls] = full / tokens
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+    p50_direct = helpers._percentile(direct, 50)
+    p50_gateway = helpers._percentile(through, 50)
+    return {
+        "prompt_tokens": {"min": min(lengths), "max": max(lengths)},
+        "calls_timed": {"direct": len(direct), "gateway": len(through)},
+        "direct_p50_ms": round(p50_direct, 3),
+        "gateway_p50_ms": round(p50_gateway, 3),
+        "direct_p99_ms": round(helpers._percentile(direct, 99), 3),
+        "gateway_p99_ms": round(helpers._percentile(through, 99), 3),
+        "added_p50_ms": round(p50_gateway - p50_direct, 3),
+        "gateway_stats": gateway_stats,
+        "trace_bytes_per_token": {
+            "2_calls": round(sizes[2], 2),
+            f"{CALLS}_calls": round(sizes[CALLS], 2),
+        },
+        "full_prompt_ids_per_token_v1_estimate": {
+            "2_calls": round(sizes[-2], 2),
+            f"{CALLS}_calls": round(sizes[-CALLS], 2),
+        },
+        "bytes_per_token_ratio": round(sizes[CALLS] / sizes[2], 3),
+    }
+
+
+def run() -> dict[str, Any]:
+    from forge_rollout._tiny import train_tokenizer
+
+    result: dict[str, Any] = {"schema": SCHEMA}
+    with tempfile.TemporaryDirectory(prefix="forge-bench-tito-") as name:
+        tmp = Path(name)
+        tokenizer_dir = tmp / "tokenizer"
+        train_tokenizer().save_pretrained(tokenizer_dir)
+        result["long"] = _long_prompts(tmp, tokenizer_dir)
+        result["oracle"] = _episodes(tmp, tokenizer_dir, format_error=False, tito=True)
+        result["oracle_no_tito"] = _episodes(tmp, tokenizer_dir, format_error=False, tito=False)
+        result["format_errors"] = _episodes(tmp, tokenizer_dir, format_error=True, tito=True)
+    oracle, long = result["oracle"], result["long"]
+    result["targets"] = [
+        {"name": "tito_merged_share_of_kept_history_calls", "op": ">=", "threshold": 0.95,
+         "unit": "", "measured": oracle["merged_share_of_kept"],
+         "note": "scripted oracle policy, demo train tasks, tiny ChatML tokenizer"},
+        {"name": "tito_training_over_unique_tokens_worst_episode", "op": "<=",
+         "threshold": 1.1, "unit": "x", "measured": oracle["training_over_unique_worst"]},
+        {"name": "gateway_p50_added_ms_32k_c8", "op": "<", "threshold": 2.0, "unit": "ms",
+         "measured": long["added_p50_ms"],
+         "note": f"upstream model time {LATENCY_MS} ms per call"},
+        {"name": "trace_bytes_per_token_20_over_2_calls", "op": "<=", "threshold": 1.25,
+         "unit": "x", "measured": long["bytes_per_token_ratio"]},
+    ]  # fmt: skip
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))
