@@ -220,8 +220,12 @@ def test_a_dropped_turn_is_a_real_break_named_by_its_cause(
     assert [r.header.n_calls for r in rows] == [2, 1, 1]
     assert conversion.break_dropped_turn == 1 and conversion.break_truncated == 1
     assert conversion.merged_calls == 1 and conversion.kept_history_calls == 1
-    # every prompt decodes exactly from its delta
+    # every prompt decodes exactly from its delta; after a break the prompt is still stored as
+    # what it adds: the dropped turn on the kept turn 0, the edited history on call 2's ids
     assert [t.prompt_token_ids for t in traces] == prompts
+    lines = [json.loads(line)["prompt"] for line in (tmp_path / "traces" / "ep.jsonl").open()]
+    assert lines[2]["base"] == 0 and lines[2]["keep"] == len(prompts[0]) + len(script[0][0])
+    assert lines[3]["base"] == 2 and lines[3]["keep"] >= len(prompts[0]) - 3
 
 
 def test_a_restarted_gateway_resumes_splicing_from_the_trace_file(

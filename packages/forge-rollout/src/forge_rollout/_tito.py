@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from forge_rollout._trace_codec import PromptDelta
+from forge_rollout._trace_codec import PromptDelta, encode_prompt
 from forge_rollout._traces import Trace
 
 Key = tuple[str, Any]  # ("text", segment) | ("turn", seq)
@@ -68,6 +68,7 @@ class LastCall:
 
     messages: tuple[tuple[str, str], ...] | None
     turns: list[Turn]
+    pieces: list[Piece] | None = None  # its prompt (None when rebuilt from a trace file)
 
 
 @dataclass
@@ -270,11 +271,25 @@ class ChatRenderer:
             if turn is not None and self._extends(turn, keys[: index + 1], rendered, index):
                 base, at = turn, index + 1
                 break
-        if base is None:
-            delta = PromptDelta(None, 0, rendered.ids(), rendered.length)
+        if base is None:  # e.g. a dropped turn: share what the previous call's ids allow
+            delta = encode_prompt(rendered.ids(), self._last_fulls(state))
         else:
             delta = PromptDelta(base.seq, base.full_length, rendered.ids(at), rendered.length)
         return delta, self._cause(state, rendered, base)
+
+    @staticmethod
+    def _last_fulls(state: SessionState) -> dict[int, list[int]]:
+        """The previous call's records' full ids (prompt + completion), by seq."""
+        last = state.last
+        if last is None:
+            return {}
+        fulls = {}
+        for turn in last.turns:
+            if turn.full_ids is not None:
+                fulls[turn.seq] = turn.full_ids
+            elif last.pieces is not None:
+                fulls[turn.seq] = [t for p in last.pieces for t in p.ids] + turn.piece.ids
+        return fulls
 
     def _extends(self, turn: Turn, keys: tuple[Key, ...], rendered: Rendered, index: int) -> bool:
         if turn.full_keys is not None:
@@ -319,4 +334,4 @@ class ChatRenderer:
             state.turns.setdefault(text, []).append(turn)
             state.by_seq[seq] = turn
             turns.append(turn)
-        state.last = LastCall(rendered.messages, turns)
+        state.last = LastCall(rendered.messages, turns, rendered.pieces)
