@@ -59,6 +59,8 @@ LAZY_THIRD_PARTY: dict[str, str] = {
 # first-party modules a function may import lazily (an optional engine), with the reason
 LAZY_FIRST_PARTY: dict[str, str] = {
     "forge_ppo.verl": "optional `verl` extra of forge-ppo: only a verl spec imports verl + Ray",
+    "forge_sandbox.kubernetes": "optional `kubernetes` extra of forge-sandbox: only a Kubernetes "
+    "backend (open_backend, the k8s CLI commands) imports the official client",
 }
 STDLIB_LAZY = {"os", "warnings", "json", "importlib"}  # faces set env vars before heavy imports
 

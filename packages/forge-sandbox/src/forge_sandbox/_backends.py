@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from forge_sandbox._job import SandboxFactory
+from forge_sandbox.local import LocalSandbox
 
 
 def open_backend(name: str, *, config: Any = None, **local_options: Any) -> SandboxFactory:
@@ -15,10 +16,9 @@ def open_backend(name: str, *, config: Any = None, **local_options: Any) -> Sand
     TOML, or None for $FORGE_KUBERNETES_CONFIG / the defaults). Close a Kubernetes backend with
     `.close()` when the job is done. Anything else is refused (never a silent fallback)."""
     if name == "local":
-        from forge_sandbox.local import LocalSandbox
-
         return functools.partial(LocalSandbox, **local_options) if local_options else LocalSandbox
     if name == "kubernetes":
+        # the optional `kubernetes` extra: imported only for a Kubernetes backend
         from forge_sandbox.kubernetes import KubernetesBackend, KubernetesConfig
 
         if local_options:

@@ -12,6 +12,7 @@ from typing import Any
 
 from forge_gates import atomic_write_json
 from forge_sandbox._task import discover_tasks, load_task
+from forge_sandbox.images import ImagesConfig, Registry, build_images, check_images, plan_images
 
 
 def add_parsers(sub: Any) -> None:
@@ -61,16 +62,15 @@ def _progress(command: str) -> Any:
 
 
 def run_k8s(args: argparse.Namespace) -> int:
-    from forge_sandbox.kubernetes import KubernetesBackend, KubernetesConfig, render
+    # the optional `kubernetes` extra: imported only when a k8s command runs
+    from forge_sandbox.kubernetes import KubernetesBackend, KubernetesConfig, render_yaml
 
     config = KubernetesConfig.load(args.k8s_config)
     if args.k8s_command == "render":
-        import yaml
-
         task = load_task(args.task)
         spec = task.sandbox_spec(trial_name=args.trial)
         image = args.image or KubernetesBackend(config).image_for(spec)
-        print(yaml.safe_dump_all(render(spec, config, image), sort_keys=False), end="")
+        print(render_yaml(spec, config, image), end="")
         return 0
     backend = KubernetesBackend(config)
     try:
@@ -82,14 +82,6 @@ def run_k8s(args: argparse.Namespace) -> int:
 
 
 def run_images(args: argparse.Namespace) -> int:
-    from forge_sandbox.images import (
-        ImagesConfig,
-        Registry,
-        build_images,
-        check_images,
-        plan_images,
-    )
-
     config = ImagesConfig.load(args.config)
     tasks = discover_tasks(args.tasks)
     registry = Registry(config)
@@ -132,9 +124,7 @@ def run_images(args: argparse.Namespace) -> int:
 
 
 def run_k8s_doctor_cli(args: argparse.Namespace) -> list[Any]:
-    from forge_sandbox.images import ImagesConfig
-    from forge_sandbox.kubernetes import KubernetesConfig
-    from forge_sandbox.kubernetes._doctor import run_k8s_doctor
+    from forge_sandbox.kubernetes import KubernetesConfig, run_k8s_doctor  # the extra
 
     images = ImagesConfig.load(args.images_config) if args.images_config else None
     return run_k8s_doctor(KubernetesConfig.load(args.k8s_config), images)

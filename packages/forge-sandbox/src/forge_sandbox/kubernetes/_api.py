@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import kubernetes
 from pydantic import ValidationError
 
 from forge_gates import Violation
 from forge_sandbox.kubernetes._config import KubernetesConfig
 from forge_sandbox.kubernetes._errors import (
-    INSTALL_KUBERNETES,
     KubernetesAPIError,
     KubernetesUnavailableError,
     PodNameConflictError,
@@ -28,25 +29,7 @@ RETRIED = frozenset({0, 429, 500, 502, 503, 504})
 T = TypeVar("T")
 
 
-def _client_module() -> Any:
-    try:
-        import kubernetes
-    except ImportError:
-        raise KubernetesUnavailableError(
-            [
-                Violation(
-                    rule="k8s.client",
-                    expected="the official `kubernetes` client (37.0.2)",
-                    found="not installed",
-                    fix=INSTALL_KUBERNETES,
-                )
-            ]
-        ) from None
-    return kubernetes
-
-
 def _api_client(config: KubernetesConfig) -> Any:
-    kubernetes = _client_module()
     path = config.kubeconfig_path()
     if path is None:
         raise KubernetesUnavailableError(
@@ -94,7 +77,6 @@ class KubeApi:
     """CoreV1 / NetworkingV1 / AuthorizationV1 on one ApiClient, exec on another."""
 
     def __init__(self, config: KubernetesConfig) -> None:
-        kubernetes = _client_module()
         self.config = config
         self._plain = _api_client(config)
         self._exec = _api_client(config)
@@ -189,8 +171,6 @@ def _status_message(body: Any) -> str:
     """The `message` of a Kubernetes Status body (or the body, cut)."""
     if not body:
         return ""
-    import json
-
     try:
         data = json.loads(body)
     except (TypeError, ValueError):

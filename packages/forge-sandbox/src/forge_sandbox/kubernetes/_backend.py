@@ -90,7 +90,7 @@ class KubernetesBackend:
             self.config.namespace,
             label_selector=selector(self.config),
         )
-        return [p.metadata.name for p in pods.items]
+        return [p.metadata.name for p in pods.items if p.metadata and p.metadata.name]
 
     async def gc(self) -> dict[str, list[str]]:
         """Delete every pod and NetworkPolicy the label selector still finds."""

@@ -8,6 +8,7 @@ import urllib.parse
 from typing import Any
 
 from forge_sandbox._doctor import Probe
+from forge_sandbox.images import Registry, RegistryError, mtls_problems
 from forge_sandbox.kubernetes._api import KubeApi
 from forge_sandbox.kubernetes._config import KubernetesConfig
 from forge_sandbox.kubernetes._errors import KubernetesError
@@ -90,8 +91,10 @@ async def _cluster_probes(config: KubernetesConfig) -> list[Probe]:
             review = await api.call(
                 f"access review {what}", api.authorization.create_self_subject_access_review, body
             )
-            allowed = bool(review.status.allowed)
-            found = "allowed" if allowed else f"denied ({review.status.reason or 'no reason'})"
+            status = review.status  # a review without a status allows nothing
+            allowed = bool(status is not None and status.allowed)
+            reason = status.reason if status is not None else "no status in the review"
+            found = "allowed" if allowed else f"denied ({reason or 'no reason'})"
         except KubernetesError as exc:
             allowed, found = False, str(exc).split("; fix:")[0]
         probes.append(
@@ -108,8 +111,6 @@ async def _cluster_probes(config: KubernetesConfig) -> list[Probe]:
 
 
 def _buildkit_probe(images: Any) -> Probe:
-    from forge_sandbox.images import mtls_problems
-
     kit = images.buildkit
     problems = mtls_problems(images)
     url = urllib.parse.urlparse(kit.addr)
@@ -130,8 +131,6 @@ def _buildkit_probe(images: Any) -> Probe:
 
 
 def _registry_probe(images: Any) -> Probe:
-    from forge_sandbox.images import Registry, RegistryError
-
     try:
         answer = Registry(images).ping()
     except RegistryError as exc:

@@ -21,6 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes.stream import stream
+from websocket import WebSocketException
+
 from forge_sandbox.kubernetes._errors import (
     ExecProtocolError,
     ExecStreamLostError,
@@ -129,8 +132,6 @@ def exit_code_of(status: dict[str, Any]) -> int:
 
 def open_socket(api: Any, namespace: str, pod: str, container: str, argv: list[str], stdin: bool):
     """The exec websocket (handshake under the exec client's lock), retried on 5xx/429."""
-    from kubernetes.stream import stream
-
     attempts = api.config.api_attempts
     last = ""
     for attempt in range(1, attempts + 1):
@@ -180,8 +181,6 @@ def stream_exec(
     max_output_bytes: int | None,
 ) -> Streamed:
     """Run `argv` in the pod over its own websocket (blocking: call it in a thread)."""
-    from websocket import WebSocketException
-
     started = time.monotonic()
     ws = open_socket(api, namespace, pod, container, argv, stdin is not None)
     out, err, status = bytearray(), bytearray(), bytearray()

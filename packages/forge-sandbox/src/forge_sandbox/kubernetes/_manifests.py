@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import kubernetes_validate  # type: ignore[import-untyped]  # no type stubs
+import yaml
+
 from forge_gates import Violation
 from forge_sandbox._spec import SandboxSpec
 from forge_sandbox.kubernetes._config import KubernetesConfig
-from forge_sandbox.kubernetes._errors import INSTALL_KUBERNETES, ManifestError
+from forge_sandbox.kubernetes._errors import ManifestError
 from forge_sandbox.kubernetes._names import (
     label_problems,
     label_value,
@@ -156,18 +159,12 @@ def render(spec: SandboxSpec, config: KubernetesConfig, image: str) -> list[dict
     return manifests
 
 
+def render_yaml(spec: SandboxSpec, config: KubernetesConfig, image: str) -> str:
+    """`render`'s manifests as one YAML stream (what `forge-sandbox k8s render` prints)."""
+    return yaml.safe_dump_all(render(spec, config, image), sort_keys=False)
+
+
 def _schema_problems(manifest: dict[str, Any], where: str) -> list[Violation]:
-    try:
-        import kubernetes_validate  # type: ignore[import-untyped]  # no type stubs
-    except ImportError:
-        return [
-            Violation(
-                rule="k8s.manifest.schema",
-                expected="kubernetes-validate installed (strict schema validation)",
-                found="not installed",
-                fix=INSTALL_KUBERNETES,
-            )
-        ]
     try:
         kubernetes_validate.validate(manifest, KUBERNETES_VERSION, strict=True)
     except kubernetes_validate.ValidationError as exc:

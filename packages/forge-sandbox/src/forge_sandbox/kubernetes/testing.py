@@ -16,12 +16,14 @@ the container (pod Failed, OOMKilled, exit 137), as on cgroup v2. Faults are inj
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import hashlib
 import json
 import os
 import secrets
+import signal
 import tempfile
 import threading
 import uuid
@@ -31,7 +33,10 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from forge_gates import atomic_write_text
 from forge_sandbox._spec import SandboxSpec
+from forge_sandbox._task import discover_tasks
+from forge_sandbox.images import ImagesConfig, plan_images
 from forge_sandbox.kubernetes._config import KubernetesConfig
 from forge_sandbox.kubernetes._fake_state import Cluster, Faults, matches, now, status_body
 from forge_sandbox.kubernetes._manifests import check_manifest
@@ -650,9 +655,6 @@ DEMO_REWRITES = {"python:": "registry.forge.internal/mirror/python:"}
 def images_for(tasks_dir: Path) -> dict[str, tuple[str, Path]]:
     """Task name -> (image reference the image plan gives it, its workspace folder), planned
     offline with the demo rewrite table (what `forge-sandbox images build` would push)."""
-    from forge_sandbox._task import discover_tasks
-    from forge_sandbox.images import ImagesConfig, plan_images
-
     tasks = discover_tasks(tasks_dir)
     plan = plan_images(tasks, ImagesConfig(rewrites=DEMO_REWRITES))
     by_name = {t.name: t for t in tasks}
@@ -663,9 +665,6 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m forge_sandbox.kubernetes.testing serve --tasks DIR --out DIR`: serve until
     SIGTERM / Ctrl-C; writes OUT/k8s.toml (a KubernetesConfig with the kubeconfig and every
     task's image), then OUT/ready."""
-    import argparse
-    import signal
-
     parser = argparse.ArgumentParser(prog="python -m forge_sandbox.kubernetes.testing")
     parser.add_argument("command", choices=["serve"])
     parser.add_argument("--tasks", type=Path, required=True, help="folder of task folders")
@@ -676,8 +675,6 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     args.out.mkdir(parents=True, exist_ok=True)
     table = "\n".join(f'"{task}" = "{ref}"' for task, (ref, _) in sorted(images.items()))
-    from forge_gates import atomic_write_text
-
     atomic_write_text(
         args.out / "k8s.toml",
         f'kubeconfig = "{server.kubeconfig}"\npoll_interval_s = 0.1\nstart_timeout_s = 60\n'
