@@ -3,6 +3,7 @@ that apply it (an agent-side failure with a valid reward keeps its reward)."""
 
 from __future__ import annotations
 
+import importlib
 import tomllib
 from pathlib import Path
 
@@ -48,6 +49,21 @@ EXPECTED = {
     "SandboxOOMError": ("infra", False),
     "AgentResourceLimitError": ("agent", False),
     "TaskLayoutError": ("infra", False),
+    "VerifierLimitError": ("infra", False),
+    "KubernetesError": ("infra", False),
+    "KubernetesAPIError": ("infra", False),
+    "PodNameConflictError": ("infra", False),
+    "KubernetesUnavailableError": ("infra", False),
+    "ManifestError": ("infra", False),
+    "ImageNotBuiltError": ("infra", False),
+    "ImagePullBackOffError": ("infra", False),
+    "PodPendingTimeoutError": ("infra", True),
+    "PodOOMKilledError": ("infra", False),
+    "PodEvictedError": ("infra", False),
+    "PodFailedError": ("infra", False),
+    "ExecStreamLostError": ("infra", False),
+    "ExecProtocolError": ("infra", False),
+    "RegistryError": ("infra", False),
     "UpstreamError": ("infra", False),
     NO_REWARD: ("infra", False),
     NO_REWARD_AFTER_AGENT_ERROR: ("infra", False),
@@ -112,6 +128,25 @@ def test_unmapped_type_keeps_a_valid_reward_and_is_infra_without() -> None:
     assert (kept.category, kept.reward, kept.mapped) == ("agent", 1.0, False)
     assert (lost.category, lost.reward, lost.mapped) == ("infra", None, False)
     assert classify("SandboxBootTimeoutError", None, verifier_started=False).timeout
+
+
+def test_every_error_forge_sandbox_defines_is_in_the_table_as_infra() -> None:
+    """A new SandboxError (e.g. of the Kubernetes backend) must get its row: unmapped, a trial
+    that still has a reward would be scored as an agent outcome."""
+    sandbox = pytest.importorskip("forge_sandbox", reason="forge-sandbox is not installed")
+    pytest.importorskip("kubernetes", reason="install forge-sandbox[kubernetes]")
+    importlib.import_module("forge_sandbox.kubernetes")
+    importlib.import_module("forge_sandbox.images")
+
+    def subclasses(cls: type) -> set[type]:
+        return {c for sub in cls.__subclasses__() for c in {sub, *subclasses(sub)}}
+
+    names = {c.__name__ for c in subclasses(sandbox.SandboxError) | {sandbox.SandboxError}}
+    assert sorted(names - set(RULES)) == []
+    assert {n for n in names if RULES[n].category == "agent"} == {"AgentTimeoutError"}
+    kubernetes = {n for n in names if RULES[n].raised_by == "forge-sandbox.kubernetes"}
+    assert "PodOOMKilledError" in kubernetes and "ExecStreamLostError" in kubernetes
+    assert RULES["PodPendingTimeoutError"].timeout
 
 
 def test_rules_index_matches_table() -> None:
