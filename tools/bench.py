@@ -9,7 +9,8 @@ as timed assertions). A result names its targets in one list, which this runner 
                 {"name": "forge_rps_over_rllm", "measured": None, "op": ">=", "threshold": 3,
                  "unit": "x", "reason": "rllm-model-gateway not installed"}]
 
-`measured: None` means the target could not be measured (with the reason): it is not met.
+`measured: None` means the target could not be measured (with the reason): it is not met. A
+result without targets is a report: its `summary` line (or `skipped` reason) goes to the notes.
 Exit status 1 when any target is missed or not measured, a benchmark raised, or a target is
 malformed; `--allow-unmeasured` lets unmeasured targets pass (they stay in the table).
 Usage: `python tools/bench.py [--out bench-report.json] [--only NAME] [--allow-unmeasured]`.
@@ -103,7 +104,12 @@ def evaluate(benchmarks: dict[str, dict]) -> list[Row]:
         if not isinstance(targets, list):
             targets = [targets]
         if not targets:
-            note = str(result.get("skipped", "numbers only: see the JSON report"))
+            # why it was skipped, else its own one-line summary of the figures (a report)
+            note = str(
+                result.get("skipped")
+                or result.get("summary")
+                or "numbers only: see the JSON report"
+            )
             rows.append(Row(name, "(no target)", None, "", None, "no target", note))
         rows += [judge(name, target) for target in targets]
     return rows

@@ -58,6 +58,23 @@ def test_the_table_has_one_readable_row_per_target():
     assert bench.exit_code(rows[2:]) == 0
 
 
+def test_a_report_without_targets_shows_its_summary_line_and_never_fails():
+    rows = bench.evaluate(
+        {
+            "k8s": {"kubernetes": {"exec_ms": 33.6}, "summary": "exec 33.6 vs 10.2 ms (3.3x)"},
+            "gone": {"skipped": "no sandboxes here", "summary": "not this"},
+            "plain": {"n_execs": 40},
+        }
+    )
+    assert [(r.benchmark, r.status, r.note) for r in rows] == [
+        ("k8s", "no target", "exec 33.6 vs 10.2 ms (3.3x)"),
+        ("gone", "no target", "no sandboxes here"),
+        ("plain", "no target", "numbers only: see the JSON report"),
+    ]
+    assert "  k8s / (no target): exec 33.6 vs 10.2 ms (3.3x)" in bench.format_table(rows)
+    assert bench.exit_code(rows) == 0
+
+
 def test_an_unmeasured_target_fails_unless_explicitly_allowed():
     rows = bench.evaluate({"data": {"targets": [MET]}, "rollout": {"targets": [UNMEASURED]}})
     assert rows[1].status == "not measured" and rows[1].measured is None
