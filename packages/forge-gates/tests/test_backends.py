@@ -27,8 +27,13 @@ EVERY = {
 @pytest.mark.parametrize("name", shipped_configs())
 def test_shipped_configs_name_their_engines(name: str) -> None:
     backends = load_spec(name).backends
-    if name.endswith("-local"):
-        assert (backends.trainer, backends.inference, backends.sandbox) == ("local",) * 3
+    if name.endswith("-local"):  # *-k8s-local: the local engines, pods on a cluster
+        sandbox = "kubernetes" if "-k8s-" in name else "local"
+        assert (backends.trainer, backends.inference, backends.sandbox) == (
+            "local",
+            "local",
+            sandbox,
+        )
     else:
         assert backends.inference == "vllm" and backends.sandbox == "kubernetes"
         if not name.startswith("p0"):
@@ -82,3 +87,26 @@ def test_missing_packages_and_kubeconfig_are_each_named(tmp_path: Path) -> None:
     assert kubeconfig_found({"HOME": str(tmp_path)}) is None
     later = check_backends(spec, EVERY, env={"KUBECONFIG": str(config)})
     assert "preflight.backend.sandbox.kubeconfig" not in {v.rule for v in later}
+
+
+def test_the_kubernetes_backend_needs_its_config_named_explicitly(tmp_path: Path) -> None:
+    spec = load_spec("smoke-k8s-local")
+    home = {"HOME": str(tmp_path)}
+    rules = {v.rule: v for v in check_backends(spec, EVERY, env=home)}
+    assert rules["preflight.backend.sandbox.config"].found == "unset"
+    assert "FORGE_KUBERNETES_CONFIG" in rules["preflight.backend.sandbox.config"].fix
+    assert rules["preflight.backend.sandbox.kubeconfig"].found == "none"
+    missing = {**home, "FORGE_KUBERNETES_CONFIG": str(tmp_path / "absent.toml")}
+    (v,) = [v for v in check_backends(spec, EVERY, env=missing) if v.rule.endswith(".config")]
+    assert v.found.endswith("absent.toml is not a file")
+    # the config's own kubeconfig counts (no KUBECONFIG needed); a stale one is named
+    kubeconfig, config = tmp_path / "kubeconfig", tmp_path / "k8s.toml"
+    config.write_text(f'kubeconfig = "{kubeconfig}"\n')
+    named = {**home, "FORGE_KUBERNETES_CONFIG": str(config)}
+    (v,) = check_backends(spec, EVERY, env=named)
+    assert v.rule == "preflight.backend.sandbox.kubeconfig" and "is not a file" in v.found
+    kubeconfig.write_text("apiVersion: v1\n")
+    assert check_backends(spec, EVERY, env=named) == []
+    config.write_text("kubeconfig = [\n")
+    (v,) = check_backends(spec, EVERY, env={**named, "KUBECONFIG": str(kubeconfig)})
+    assert v.rule == "preflight.backend.sandbox.config" and "TOMLDecodeError" in v.found

@@ -17,6 +17,7 @@ from forge_gates import (
 
 SHIPPED = [
     "smoke-local",
+    "smoke-k8s-local",
     "soak-local",
     "formal-local",
     "p0-local",

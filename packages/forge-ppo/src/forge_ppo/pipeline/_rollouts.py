@@ -14,7 +14,7 @@ from forge_ppo.pipeline._plan import RunPlan, validation_decoding
 from forge_ppo.pipeline._runlog import RunLog
 from forge_rollout import POLICY_NAME, AgentConfig, LocalStack, agent_config_from_spec, run_rollouts
 from forge_rollout.rows import read_traces
-from forge_sandbox import reward_of
+from forge_sandbox import SandboxFactory, open_backend, reward_of
 
 VALIDATION_SCHEMA = "forge-ppo/validation-metrics@1"
 
@@ -49,6 +49,20 @@ def _progress(label: str):
     return show
 
 
+def open_sandboxes(spec: RunSpec) -> SandboxFactory:
+    """The sandboxes of `backends.sandbox`: bubblewrap on this machine ('local') or one pod per
+    trial ('kubernetes', configured by the TOML $FORGE_KUBERNETES_CONFIG names; preflight has
+    refused a run without it). Close what it returns with `close_sandboxes`."""
+    return open_backend(spec.backends.sandbox)
+
+
+def close_sandboxes(make_sandbox: SandboxFactory) -> None:
+    """Release a backend's connections (the Kubernetes API clients); local has none."""
+    close = getattr(make_sandbox, "close", None)
+    if callable(close):
+        close()
+
+
 def rollout_batch(
     spec: RunSpec,
     plan: RunPlan,
@@ -62,20 +76,25 @@ def rollout_batch(
     if attempts is None:
         assert spec.ppo is not None, "a training spec has [ppo]; pass `attempts` otherwise"
         attempts = spec.ppo.rollouts_per_task
-    asyncio.run(
-        run_rollouts(
-            [plan.tasks[i] for i in task_ids],
-            job_dir,
-            endpoint=live.gateway_url,
-            model=POLICY_NAME,
-            config=config,
-            attempts=attempts,
-            concurrency=spec.resources.concurrency,
-            traces_dir=live.traces_dir,
-            verifier_timeout_s=spec.agent.verifier_timeout_s,
-            progress=_progress(progress_label(job_dir, plan.total_steps)),
+    make_sandbox = open_sandboxes(spec)
+    try:
+        asyncio.run(
+            run_rollouts(
+                [plan.tasks[i] for i in task_ids],
+                job_dir,
+                endpoint=live.gateway_url,
+                model=POLICY_NAME,
+                config=config,
+                attempts=attempts,
+                concurrency=spec.resources.concurrency,
+                traces_dir=live.traces_dir,
+                verifier_timeout_s=spec.agent.verifier_timeout_s,
+                make_sandbox=make_sandbox,
+                progress=_progress(progress_label(job_dir, plan.total_steps)),
+            )
         )
-    )
+    finally:
+        close_sandboxes(make_sandbox)
     return job_dir
 
 

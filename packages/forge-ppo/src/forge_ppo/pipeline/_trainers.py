@@ -17,7 +17,7 @@ from forge_ppo.local._models import build_local_trainer
 BACKENDS: dict[str, tuple[str, ...]] = {
     "trainer": ("local", "verl"),
     "inference": ("local",),
-    "sandbox": ("local",),
+    "sandbox": ("local", "kubernetes"),
 }
 
 
