@@ -55,6 +55,8 @@ LAZY_THIRD_PARTY: dict[str, str] = {
     "peft": "heavy: only runtime LoRA loading needs it",
     "torch": "heavy: CLIs that print help or talk HTTP must not load it",
     "safetensors": "only the adapter inspection command reads weights",
+    "verl": "forge-ppo's verl plugin runs inside verl's own import and touches verl's modules "
+    "only when VERL_PLATFORM=cpu asks for the CPU platform",
 }
 # first-party modules a function may import lazily (an optional engine), with the reason
 LAZY_FIRST_PARTY: dict[str, str] = {

@@ -110,6 +110,14 @@ def _check_backends(spec: RunSpec, check: Check) -> None:
             "(one process: every trainer GPU but one would be ignored)",
             fix="set backends.trainer = 'verl', or trainer_gpus = 0 for the local trainer",
         )
+        check.require(
+            res.trainer_cpu_ranks == 0 or (back.trainer == "verl" and res.trainer_gpus == 0),
+            rule="backends.trainer.cpu_ranks",
+            expected="trainer_cpu_ranks only for the verl trainer without trainer GPUs",
+            found=f"trainer_cpu_ranks = {res.trainer_cpu_ranks}, trainer_gpus = "
+            f"{res.trainer_gpus}, backends.trainer = {back.trainer!r}",
+            fix="set backends.trainer = 'verl' and trainer_gpus = 0, or trainer_cpu_ranks = 0",
+        )
     check.require(
         res.rollout_gpus == 0 or back.inference == "vllm",
         rule="backends.inference",

@@ -109,10 +109,21 @@ class ResourceSpec(_Frozen):
     async_training: bool = Field(default=False, description="Off-policy async rollout/training.")
     concurrency: int = Field(default=1, gt=0, description="Episodes run at the same time.")
     min_host_memory_gib: float = Field(default=2.0, ge=0, description="Host memory preflight.")
+    trainer_cpu_ranks: int = Field(
+        default=0,
+        ge=0,
+        description="CPU ranks of the distributed trainer (verl on CPU, gloo; CI and laptops); "
+        "0 with trainer GPUs or the local trainer.",
+    )
+    ray_address: str | None = Field(
+        default=None,
+        description="Ray cluster the verl trainer joins (e.g. 'ray://head:10001' or 'auto'); "
+        "none: it starts a local one sized by the trainer ranks.",
+    )
 
     @property
     def trainer_world_size(self) -> int:
-        return max(self.trainer_gpus, 1)
+        return max(self.trainer_gpus, self.trainer_cpu_ranks, 1)
 
 
 TrainerBackend = Literal["local", "verl"]

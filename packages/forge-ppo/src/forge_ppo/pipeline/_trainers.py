@@ -6,6 +6,7 @@ Ray installed; preflight has already refused a verl spec on a machine without th
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from forge_gates import Gate, RunSpec, gate
@@ -40,6 +41,8 @@ def check_parent(spec: RunSpec, model_dir: Path) -> None:
 def build_trainer(spec: RunSpec, model_dir: Path, run_dir: Path) -> Trainer:
     """The spec's trainer, built (and warm-started when `checkpoint.warm_start` is set)."""
     if spec.backends.trainer == "verl":
+        if spec.resources.trainer_gpus == 0:  # CPU ranks: verl's platform plugin, set before
+            os.environ["VERL_PLATFORM"] = "cpu"  # verl is imported (it resolves it once)
         from forge_ppo.verl import build_verl_trainer  # needs the `verl` extra
 
         return build_verl_trainer(spec, model_dir, run_dir)
