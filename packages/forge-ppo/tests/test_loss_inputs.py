@@ -282,3 +282,37 @@ def test_unknown_estimator_message():
     assert message(lambda: kl_penalty(x, x, "k2")) == (
         "estimator: expected 'k1' or 'k3'; found 'k2'; fix: pick one"
     )
+
+
+# ------------------------------------------------------------------ hot path: once per batch
+@pytest.mark.parametrize("name", ["old_log_probs", "advantages", "values", "returns"])
+def test_batch_level_check_gives_the_losses_own_error(name):
+    from forge_ppo.algo._losses import check_loss_inputs
+
+    good = {k: t([[0.1, 0.2, 0.3]]) for k in ("old_log_probs", "advantages", "values", "returns")}
+    mask = torch.tensor([[1, 1, 0]])
+    assert check_loss_inputs(mask, **good).tolist() == [[True, True, False]]
+    bad = dict(good, **{name: t([[0.1, NAN, 0.3]])})
+    text = message(lambda: check_loss_inputs(mask, **bad))
+    assert text.startswith(f"{name}: expected finite values on every masked (action) token")
+    bad[name] = t([[0.1, NAN, NAN]])[:, :2]
+    assert "expected shape (1, 3)" in message(lambda: check_loss_inputs(mask, **bad))
+    assert "at least one action token" in message(
+        lambda: check_loss_inputs(torch.zeros(1, 3), **good)
+    )
+
+
+def test_unvalidated_losses_equal_the_validated_ones():
+    g = torch.Generator().manual_seed(0)
+    lp, old, adv = (torch.randn(3, 5, generator=g, dtype=D) for _ in range(3))
+    mask = torch.rand(3, 5, generator=g) > 0.3
+    mask[0, 0] = True
+    for validate in (True, False):
+        out = policy_loss(lp, old, adv, mask, dual_clip=3.0, validate=validate)
+        vout = value_loss(lp, old, adv, mask, validate=validate)
+        if validate:
+            want, vwant = out, vout
+    for a, b in zip(out, want, strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(vout, vwant, strict=True):
+        assert torch.equal(a, b)

@@ -303,3 +303,32 @@ def test_kl_penalty_enters_the_loss_only_when_on(tiny):
     result = PPOTrainer(actor, critic, spec_for(tiny, kl_beta=0.1)).update(rows, step=1)
     assert result.metrics["actor/kl_coef"] == 0.1 and "timing_s/ref_log_probs" in result.metrics
     assert result.metrics["actor/kl_loss"] >= 0
+
+
+def test_the_micro_batch_loops_do_not_validate_per_micro_batch(tiny, monkeypatch):
+    """The loss inputs are checked once per batch: inside the actor and critic micro-batch loops
+    the losses run with validate=False, so no mask / finiteness check syncs per micro-batch."""
+    import forge_ppo.algo._losses as losses
+    import forge_ppo.local._ppo_steps as steps
+
+    seen: dict[str, list] = {"validate": [], "mask_checks": []}
+    for fn in ("policy_loss", "value_loss"):
+        real = getattr(steps, fn)
+
+        def spy(*args, _real=real, **kwargs):
+            seen["validate"].append(kwargs.get("validate", True))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(steps, fn, spy)
+    real_check = losses.check_mask
+    monkeypatch.setattr(
+        losses, "check_mask", lambda m, **kw: seen["mask_checks"].append(1) or real_check(m, **kw)
+    )
+    actor, critic = models(tiny)
+    spec = spec_for(tiny, ppo_epochs=2)
+    tight = spec.context.model_copy(
+        update={"actor_train_tokens": 2048, "critic_train_tokens": 2048}
+    )
+    PPOTrainer(actor, critic, spec.model_copy(update={"context": tight})).update(batch_rows(), 1)
+    assert len(seen["validate"]) >= 8 and not any(seen["validate"])  # many micro-batches
+    assert len(seen["mask_checks"]) == 1  # check_loss_inputs, once for the whole batch

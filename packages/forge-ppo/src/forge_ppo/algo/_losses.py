@@ -26,6 +26,22 @@ LOSS_AGG_MODES: tuple[str, ...] = ("token-mean", "seq-mean-token-sum", "seq-mean
 LOG_RATIO_CLAMP = 20.0  # verl clamps log(pi / pi_old) to [-20, 20] before exp
 
 
+def _as_bool(response_mask: torch.Tensor) -> torch.Tensor:
+    return response_mask if response_mask.dtype == torch.bool else response_mask != 0
+
+
+def check_loss_inputs(response_mask: torch.Tensor, **tensors: torch.Tensor) -> torch.Tensor:
+    """The checks `policy_loss` / `value_loss` make, once for a whole batch: every tensor has the
+    mask's shape, the mask is 0/1 and selects a token, every masked value is finite (each failure
+    the same PPOInputError naming the tensor). Returns the bool mask. A trainer calls this before
+    its micro-batch loop and the losses with `validate=False`, so the loop does not sync."""
+    check_same_shape("response_mask", {"response_mask": response_mask, **tensors})
+    mask = check_mask(response_mask)
+    for name, tensor in tensors.items():
+        check_finite(name, tensor.detach(), mask)
+    return mask
+
+
 def _check_mode(mode: str) -> None:
     if mode not in LOSS_AGG_MODES:
         raise PPOInputError(
@@ -115,13 +131,16 @@ def policy_loss(
     loss_agg_mode: LossAggMode = "token-mean",
     normaliser: float | None = None,
     dp_size: int = 1,
+    validate: bool = True,
 ) -> PolicyLossOutput:
     """Clipped PPO surrogate (Schulman et al. 2017), optional dual clip (Ye et al. 2020).
 
         ratio = exp(clamp(log_probs - old_log_probs, -20, 20))
         l     = max(-A * ratio, -A * clip(ratio, 1 - clip_ratio, 1 + clip_ratio_high))
         dual  : where A < 0, l = min(l, -A * dual_clip)
-    All (B, T); `log_probs` carries the gradient.
+    All (B, T); `log_probs` carries the gradient. `validate=False` skips the mask and
+    finiteness checks (each a device-to-host sync): for a trainer's micro-batch loop whose whole
+    batch went through `check_loss_inputs` once, and whose loss is checked finite after it.
     """
     check_same_shape(
         "log_probs",
@@ -132,10 +151,13 @@ def policy_loss(
             "response_mask": response_mask,
         },
     )
-    mask = check_mask(response_mask)
-    for name, tensor in (("log_probs", log_probs), ("old_log_probs", old_log_probs)):
-        check_finite(name, tensor.detach(), mask)
-    check_finite("advantages", advantages, mask)
+    if validate:
+        mask = check_mask(response_mask)
+        for name, tensor in (("log_probs", log_probs), ("old_log_probs", old_log_probs)):
+            check_finite(name, tensor.detach(), mask)
+        check_finite("advantages", advantages, mask)
+    else:
+        mask = _as_bool(response_mask)
     if dual_clip is not None and dual_clip <= 1.0:
         raise PPOInputError(
             "dual_clip", expected="> 1 or None", found=repr(dual_clip), fix="use e.g. 3.0"
@@ -185,21 +207,25 @@ def value_loss(
     loss_agg_mode: LossAggMode = "token-mean",
     normaliser: float | None = None,
     dp_size: int = 1,
+    validate: bool = True,
 ) -> ValueLossOutput:
     """Clipped value loss (PPO2 / verl `compute_value_loss`):
 
         v_clip = clip(vpreds, values - c, values + c)
         l      = 0.5 * agg(max((vpreds - R)^2, (v_clip - R)^2))
     vpreds: (B, T) new predictions (carry the gradient); values: (B, T) old predictions;
-    returns: (B, T) GAE returns.
+    returns: (B, T) GAE returns. `validate=False`: as for `policy_loss`.
     """
     check_same_shape(
         "vpreds",
         {"vpreds": vpreds, "values": values, "returns": returns, "response_mask": response_mask},
     )
-    mask = check_mask(response_mask)
-    for name, tensor in (("vpreds", vpreds.detach()), ("values", values), ("returns", returns)):
-        check_finite(name, tensor, mask)
+    if validate:
+        mask = check_mask(response_mask)
+        for name, tensor in (("vpreds", vpreds.detach()), ("values", values), ("returns", returns)):
+            check_finite(name, tensor, mask)
+    else:
+        mask = _as_bool(response_mask)
     v_clipped = torch.clamp(vpreds, values - value_clip, values + value_clip)
     losses1 = (vpreds - returns).square()
     losses2 = (v_clipped - returns).square()

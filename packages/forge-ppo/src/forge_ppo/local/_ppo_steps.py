@@ -64,27 +64,40 @@ def critic_values(critic: ValueModel, batch: Batch) -> torch.Tensor:
     return gather_response(critic(batch.input_ids, batch.attention_mask), batch.response_positions)
 
 
-def _check_loss(name: str, loss: torch.Tensor, group: Sequence[int]) -> None:
-    if not bool(torch.isfinite(loss.detach())):
-        raise PPOInputError(
-            name,
-            expected="a finite loss",
-            found=f"{float(loss.detach())} on the micro-batch of rows {list(group)[:8]}",
-            fix="inspect those rows' rewards and the learning rates; the update is not accepted",
-        )
+def _check_losses(
+    name: str, losses: Sequence[torch.Tensor], groups: Sequence[Sequence[int]]
+) -> None:
+    """Every micro-batch loss finite (one device sync for the whole mini-batch); the first
+    non-finite one is named with its rows."""
+    finite = torch.isfinite(torch.stack([loss.float() for loss in losses])).tolist()
+    for ok, loss, group in zip(finite, losses, groups, strict=True):
+        if not ok:
+            raise PPOInputError(
+                name,
+                expected="a finite loss",
+                found=f"{float(loss)} on the micro-batch of rows {list(group)[:8]}",
+                fix="inspect those rows' rewards and the learning rates; the update is not "
+                "accepted",
+            )
 
 
 def actor_backward(
     actor: Actor, data: UpdateData, groups: Sequence[Sequence[int]], ppo: PPOSpec
 ) -> StepStats:
-    """Accumulate the actor's gradient over one mini-batch split into `groups` (row indices)."""
+    """Accumulate the actor's gradient over one mini-batch split into `groups` (row indices).
+
+    The loop does not synchronise with the device: its inputs were checked once per batch
+    (`check_loss_inputs`), the losses run with `validate=False` and every diagnostic stays a
+    device tensor until the loop ends; then one check proves every micro-batch loss finite."""
     normaliser = loss_normaliser([data.response_mask[list(g)] for g in groups], ppo.loss_agg_mode)
     device = actor.device
-    total, tokens, actions = 0.0, 0, 0
-    sums: dict[str, float] = {}
+    tokens = 0
+    sums: dict[str, torch.Tensor] = {}
+    losses: list[torch.Tensor] = []
 
-    def add(key: str, value: float) -> None:
-        sums[key] = sums.get(key, 0.0) + value
+    def add(key: str, value: torch.Tensor) -> None:
+        value = value.detach().to(torch.float64)
+        sums[key] = sums[key] + value if key in sums else value
 
     for group in groups:
         batch = collate([data.rows[i] for i in group]).to(device)
@@ -99,33 +112,36 @@ def actor_backward(
             dual_clip=ppo.dual_clip,
             loss_agg_mode=ppo.loss_agg_mode,
             normaliser=normaliser,
+            validate=False,
         )
         loss = pg.loss
-        n = int(mask.sum())  # token-weighted means of the per-micro-batch fractions
-        add("actor/pg_loss", float(pg.loss.detach()))
-        add("actor/pg_clipfrac", float(pg.clip_fraction) * n)
-        add("actor/pg_clipfrac_lower", float(pg.clip_fraction_lower) * n)
-        add("actor/ppo_kl", float(pg.approx_kl) * n)
+        n = mask.sum()  # token-weighted means of the per-micro-batch fractions
+        add("actor/pg_loss", pg.loss)
+        add("actor/pg_clipfrac", pg.clip_fraction * n)
+        add("actor/pg_clipfrac_lower", pg.clip_fraction_lower * n)
+        add("actor/ppo_kl", pg.approx_kl * n)
+        add("actions", n)
         if ppo.kl_beta > 0:
             assert data.ref_log_probs is not None, "reference log-probs are computed when KL is on"
             ref = take(data.ref_log_probs, group, width).to(device)
             kl = kl_penalty(out.log_probs, ref, ppo.kl_estimator)
             kl_loss = aggregate_loss(kl, mask, ppo.loss_agg_mode, normaliser=normaliser)
             loss = loss + ppo.kl_beta * kl_loss
-            add("actor/kl_loss", float(kl_loss.detach()))
+            add("actor/kl_loss", kl_loss)
         if ppo.entropy_coeff > 0:
             assert out.entropy is not None
             bonus = aggregate_loss(out.entropy, mask, ppo.loss_agg_mode, normaliser=normaliser)
             loss = loss - ppo.entropy_coeff * bonus
-            add("actor/entropy_loss", float(bonus.detach()))
-        _check_loss("actor loss", loss, group)
+            add("actor/entropy_loss", bonus)
         loss.backward()
-        total += float(loss.detach())
+        losses.append(loss.detach())
+        add("actor/loss", loss)
         tokens += batch.tokens
-        actions += n
-    metrics = {k: (v / actions if k in _TOKEN_WEIGHTED else v) for k, v in sums.items()}
-    metrics["actor/loss"] = total
-    return StepStats(metrics=metrics, loss=total, tokens=tokens)
+    _check_losses("actor loss", losses, groups)  # the one sync of the mini-batch
+    values = {k: float(v) for k, v in sums.items()}
+    actions = values.pop("actions")
+    metrics = {k: (v / actions if k in _TOKEN_WEIGHTED else v) for k, v in values.items()}
+    return StepStats(metrics=metrics, loss=metrics["actor/loss"], tokens=tokens)
 
 
 _TOKEN_WEIGHTED = frozenset({"actor/pg_clipfrac", "actor/pg_clipfrac_lower", "actor/ppo_kl"})
@@ -134,10 +150,14 @@ _TOKEN_WEIGHTED = frozenset({"actor/pg_clipfrac", "actor/pg_clipfrac_lower", "ac
 def critic_backward(
     critic: ValueModel, data: UpdateData, groups: Sequence[Sequence[int]], ppo: PPOSpec
 ) -> StepStats:
-    """Accumulate the critic's gradient over one mini-batch split into `groups` (row indices)."""
+    """Accumulate the critic's gradient over one mini-batch split into `groups` (row indices);
+    like `actor_backward`, the loop does not synchronise with the device."""
     normaliser = loss_normaliser([data.response_mask[list(g)] for g in groups], ppo.loss_agg_mode)
     device = next(critic.parameters()).device
-    total, tokens, actions, clipped, vpred_sum = 0.0, 0, 0, 0.0, 0.0
+    tokens = 0
+    zero = torch.zeros((), dtype=torch.float64, device=device)
+    total, actions, clipped, vpred_sum = zero, zero, zero, zero
+    losses: list[torch.Tensor] = []
     for group in groups:
         batch = collate([data.rows[i] for i in group]).to(device)
         width, mask = batch.response_width, batch.response_mask
@@ -150,21 +170,23 @@ def critic_backward(
             value_clip=ppo.value_clip,
             loss_agg_mode=ppo.loss_agg_mode,
             normaliser=normaliser,
+            validate=False,
         )
-        _check_loss("critic loss", out.loss, group)
         out.loss.backward()
-        n = int(mask.sum())
-        total += float(out.loss.detach())
-        clipped += float(out.clip_fraction) * n
-        vpred_sum += float(out.vpred_mean) * n
+        losses.append(out.loss.detach())
+        n = mask.sum()
+        total = total + out.loss.detach()
+        clipped = clipped + out.clip_fraction * n
+        vpred_sum = vpred_sum + out.vpred_mean * n
+        actions = actions + n
         tokens += batch.tokens
-        actions += n
+    _check_losses("critic loss", losses, groups)  # the one sync of the mini-batch
     metrics = {
-        "critic/vf_loss": total,
-        "critic/vf_clipfrac": clipped / actions,
-        "critic/vpred_mean": vpred_sum / actions,
+        "critic/vf_loss": float(total),
+        "critic/vf_clipfrac": float(clipped / actions),
+        "critic/vpred_mean": float(vpred_sum / actions),
     }
-    return StepStats(metrics=metrics, loss=total, tokens=tokens)
+    return StepStats(metrics=metrics, loss=metrics["critic/vf_loss"], tokens=tokens)
 
 
 def optimizer_step(

@@ -23,6 +23,7 @@ from forge_ppo._protocol import TokenBudgets, UpdateResult
 from forge_ppo.algo._batch import Batch, assert_finite_metrics, collate, split_rows
 from forge_ppo.algo._errors import PPOInputError
 from forge_ppo.algo._gae import compute_gae, masked_whiten
+from forge_ppo.algo._losses import check_loss_inputs
 from forge_ppo.algo._metrics import masked_entropy_mean
 from forge_ppo.algo._observability import EpisodeOutcome
 from forge_ppo.checkpoint._save import save_checkpoint
@@ -156,7 +157,10 @@ class PPOTrainer:
         )
         timer.lap("advantages")
 
-        # 4. PPO epochs over task mini-batches (actor, then critic), one step per mini-batch
+        # 4. PPO epochs over task mini-batches (actor, then critic), one step per mini-batch;
+        #    the loss inputs are checked once here, so the micro-batch loops never sync on them
+        check_loss_inputs(mask, old_log_probs=old_log_probs, advantages=data.advantages,
+                          values=values, returns=returns)  # fmt: skip
         tracker = UpdateTracker(actor.model, critic)
         actor_steps, critic_steps, throughput = self._ppo_epochs(data, full.task_ids, timer)
 
