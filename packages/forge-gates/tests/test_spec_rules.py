@@ -18,9 +18,12 @@ from forge_gates import (
 SHIPPED = [
     "smoke-local",
     "smoke-k8s-local",
+    "smoke-verl-cpu",
+    "smoke-vllm-local",
     "soak-local",
     "formal-local",
     "p0-local",
+    "p0-vllm-local",
     "smoke-4gpu",
     "soak-5gpu",
     "formal-5gpu",

@@ -110,6 +110,12 @@ def make_lora(model_dir: Path, out: Path, seed: int, scale: float = 0.5) -> Path
 
 
 @pytest.fixture(scope="session")
+def lora_maker():
+    """`make_lora(model_dir, out, seed, scale=0.5) -> out` for tests that need their own."""
+    return make_lora
+
+
+@pytest.fixture(scope="session")
 def lora_dirs(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("lora")
     return make_lora(tiny_model_dir, root / "a", seed=1), make_lora(tiny_model_dir, root / "b", 2)

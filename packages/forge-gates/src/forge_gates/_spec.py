@@ -146,6 +146,35 @@ class BackendSpec(_Frozen):
     )
 
 
+class InferenceSpec(_Frozen):
+    """How the vLLM backend serves the policy (`backends.inference = "vllm"`; ignored by the
+    local server). The interpreter that runs vLLM is the machine's, not the run's:
+    `$FORGE_VLLM_PYTHON` (vLLM in its own venv), else this interpreter."""
+
+    url: str | None = Field(
+        default=None,
+        description="A running vLLM OpenAI server to use instead of starting one (it must serve "
+        "model.path with --enable-lora and the window; adapters are passed by path, so it must "
+        "see the run folder).",
+    )
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        default="auto", description="--dtype of the served weights (bf16 in production)."
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.9,
+        gt=0,
+        le=1,
+        description="--gpu-memory-utilization (on CPU builds: share of RAM for the KV cache).",
+    )
+    port: int = Field(default=0, ge=0, le=65535, description="Bind port; 0 = a free one.")
+    ready_timeout_s: float = Field(
+        default=900.0, gt=0, description="Start-up budget before the run fails closed."
+    )
+    extra_args: tuple[str, ...] = Field(
+        default=(), description="Appended verbatim to the vLLM command line."
+    )
+
+
 class AgentSpec(_Frozen):
     """Agent loop and sampling; part of the rollout protocol."""
 
@@ -327,6 +356,9 @@ class RunSpec(_Frozen):
         default_factory=BackendSpec, description="Engine per concern (trainer/inference/sandbox)."
     )
     resources: ResourceSpec = Field(default_factory=ResourceSpec, description="Placement.")
+    inference: InferenceSpec = Field(
+        default_factory=InferenceSpec, description="vLLM serving settings (backends.inference)."
+    )
     ppo: PPOSpec | None = Field(default=None, description="PPO knobs (training phases).")
     lora: LoRASpec = Field(default_factory=LoRASpec, description="Actor adapter.")
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec, description="Update schedule.")

@@ -81,8 +81,14 @@ _EXPORTS = {
     "rows_from_trial": "_job_rows",
     "rows_from_job": "_job_rows",
     "LocalStack": "_local_stack",
-    "POLICY_NAME": "_local_stack",
+    "POLICY_NAME": "_probes",
     "resolve_model": "_local_stack",
+    "AdapterPusher": "_probes",
+    "adapter_fingerprint": "_probes",
+    "near_window_probe": "_probes",
+    "InferenceStack": "_vllm_stack",
+    "VLLMStack": "_vllm_stack",
+    "open_inference_stack": "_vllm_stack",
 }
 
 __all__ = [
@@ -91,6 +97,7 @@ __all__ = [
     "MINI_SWE_AGENT_VERSION",
     "POLICY_NAME",
     "TRACE_SCHEMA",
+    "AdapterPusher",
     "AgentConfig",
     "AgentUse",
     "ContextExhausted",
@@ -100,6 +107,7 @@ __all__ = [
     "GatewayConfig",
     "GatewayModel",
     "GeneratedChoice",
+    "InferenceStack",
     "LocalStack",
     "MiniSweAgent",
     "NetworkConnectionError",
@@ -118,6 +126,8 @@ __all__ = [
     "VLLMError",
     "VLLMServer",
     "VLLMSpec",
+    "VLLMStack",
+    "adapter_fingerprint",
     "agent_config_from_spec",
     "check_context",
     "check_endpoint",
@@ -128,6 +138,8 @@ __all__ = [
     "episode_to_rows",
     "gather_log_probs",
     "make_tiny_model",
+    "near_window_probe",
+    "open_inference_stack",
     "pick_tokens",
     "raw_log_probs",
     "read_traces",
@@ -182,9 +194,14 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers (a test keeps bo
         rows_from_trial,
     )
     from forge_rollout._local_stack import (
-        POLICY_NAME,
         LocalStack,
         resolve_model,
+    )
+    from forge_rollout._probes import (
+        POLICY_NAME,
+        AdapterPusher,
+        adapter_fingerprint,
+        near_window_probe,
     )
     from forge_rollout._runner import (
         MiniSweAgent,
@@ -234,6 +251,11 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers (a test keeps bo
         VLLMSpec,
         vllm_command,
         vllm_env,
+    )
+    from forge_rollout._vllm_stack import (
+        InferenceStack,
+        VLLMStack,
+        open_inference_stack,
     )
 
 

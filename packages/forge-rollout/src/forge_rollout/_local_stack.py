@@ -3,30 +3,28 @@
 `LocalStack` starts forge-rollout's CPU server (transformers, KV-cached sampling, runtime LoRA)
 and the gateway (context guard + token traces) on loopback ports, each in a daemon thread,
 and stops both on exit, whatever happened. `push_adapter` loads the trainer's new LoRA in
-place and proves the server now answers with it (a fixed probe's log-probs change).
+place and proves the server now serves exactly it (`forge_rollout._probes`). The vLLM stack
+(`forge_rollout._vllm_stack`) has the same surface.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from forge_gates import Gate, RunSpec, Violation, gate
+from forge_gates import LaunchedServer, RunSpec
 from forge_rollout._aio import run_app_in_thread
 from forge_rollout._engine import Engine
 from forge_rollout._gateway import create_gateway_app
 from forge_rollout._gateway_config import GatewayConfig
+from forge_rollout._probes import POLICY_NAME, AdapterPusher, near_window_probe, post_json, probe
 from forge_rollout._server import create_server_app
 from forge_rollout._tiny import TinyModelSpec, make_tiny_model
 
-POLICY_NAME = "policy"
-PROBE = [{"role": "user", "content": "Fix the failing test in /workspace."}]
+__all__ = ["POLICY_NAME", "LocalStack", "gateway_config", "resolve_model"]
 
 
 def resolve_model(spec: RunSpec, cache_dir: Path) -> Path:
@@ -51,21 +49,18 @@ def resolve_model(spec: RunSpec, cache_dir: Path) -> Path:
     return target
 
 
-def _post(url: str, body: dict[str, Any], timeout: float = 120.0) -> dict[str, Any]:
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+def gateway_config(spec: RunSpec, upstream: str, model_dir: Path, run_dir: Path) -> GatewayConfig:
+    """The gateway every stack puts in front of its server: context guard at the spec's
+    window, traces under the run folder, the model's own chat template (token in, token out)."""
+    return GatewayConfig(
+        upstream=upstream,
+        traces_dir=run_dir / "traces",
+        window=spec.context.window,
+        reserve=spec.context.reserve,
+        tokenizer_dir=model_dir,
+        run_dir=run_dir,
+        upstream_timeout=max(60.0, spec.agent.command_timeout_s * 10),
     )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            raw = answer.read()
-        try:
-            return json.loads(raw or b"{}")
-        except json.JSONDecodeError:  # vLLM answers adapter loads with plain text
-            return {"text": raw.decode("utf-8", "replace")}
-    except urllib.error.HTTPError as error:
-        raise RuntimeError(
-            f"expected HTTP 200 from {url}; found {error.code}: {error.read()[:300]!r}"
-        ) from error
 
 
 class LocalStack:
@@ -77,6 +72,7 @@ class LocalStack:
         self._stack = contextlib.ExitStack()
         self.server_url = ""
         self.gateway_url = ""
+        self._pusher: AdapterPusher | None = None  # made at the first push (server known)
 
     def __enter__(self) -> LocalStack:
         try:
@@ -91,15 +87,7 @@ class LocalStack:
                 run_app_in_thread(create_server_app(engine), handler_cancellation=True)
             )
             # 2. the gateway: context guard at the spec's window, traces under the run folder
-            config = GatewayConfig(
-                upstream=self.server_url,
-                traces_dir=self.traces_dir,
-                window=self.spec.context.window,
-                reserve=self.spec.context.reserve,
-                tokenizer_dir=self.model_dir,
-                run_dir=self.run_dir,
-                upstream_timeout=max(60.0, self.spec.agent.command_timeout_s * 10),
-            )
+            config = gateway_config(self.spec, self.server_url, self.model_dir, self.run_dir)
             self.gateway_url = self._stack.enter_context(
                 run_app_in_thread(create_gateway_app(config), handler_cancellation=True)
             )
@@ -111,106 +99,44 @@ class LocalStack:
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
+    @property
+    def base_model(self) -> str:
+        """The name the server serves the base model under."""
+        return self.engine.served_model_name
+
+    @property
+    def served_step(self) -> int | None:
+        """The update whose adapter the server was last proven to serve (None: none yet)."""
+        return None if self._pusher is None else self._pusher.served_step
+
+    async_rollout = False  # push_adapter returns only once the new adapter is proven served
+
     def probe(self, model: str) -> tuple[list[int], list[float]]:
         """Greedy completion of a fixed prompt: (token ids, their log-probs)."""
-        answer = _post(
-            f"{self.server_url}/v1/chat/completions",
-            {
-                "model": model,
-                "messages": PROBE,
-                "max_tokens": 4,
-                "temperature": 0.0,
-                "logprobs": True,
-                "return_token_ids": True,
-            },
-        )
-        choice = answer["choices"][0]
-        logprobs = [entry["logprob"] for entry in choice["logprobs"]["content"]]
-        return list(choice["token_ids"]), logprobs
+        return probe(self.server_url, model)
 
     def load_adapter(self, name: str, adapter_dir: Path) -> None:
         """Load (or replace in place) a PEFT adapter served as model `name`."""
-        _post(
+        post_json(
             f"{self.server_url}/v1/load_lora_adapter",
             {"lora_name": name, "lora_path": str(adapter_dir), "load_inplace": True},
         )
 
-    def near_window_probe(self, margin: int = 4) -> dict[str, Any]:
-        """A real request of window - margin prompt tokens + 1 completion token, sent to the
-        server directly: it passes (`P0_NEAR_WINDOW_PROBE_PASSED`) only if the server answers
-        and reports as prompt tokens exactly the tokens sent (a server that fell back to a
-        smaller window, or truncated the prompt, reports fewer). Fields: what was measured."""
+    def near_window_probe(self, margin: int | None = None) -> dict[str, Any]:
+        """P0_NEAR_WINDOW_PROBE_PASSED against this server (`forge_rollout._probes`)."""
         window = self.spec.model.max_model_len
-        prompt = [1 + (i % 200) for i in range(window - margin)]
-        fields: dict[str, Any] = {"window": window, "sent_prompt_tokens": len(prompt)}
-        try:
-            answer = _post(
-                f"{self.server_url}/v1/completions",
-                {
-                    "model": self.engine.served_model_name,
-                    "prompt": prompt,
-                    "max_tokens": 1,
-                    "temperature": 0.0,
-                },
-                timeout=600.0,
-            )
-            usage = answer["usage"]
-            fields["prompt_tokens"] = usage["prompt_tokens"]
-            fields["completion_tokens"] = usage["completion_tokens"]
-        except (RuntimeError, OSError, KeyError, TypeError) as error:
-            problem = Violation(
-                rule="near_window.answer",
-                expected=f"the server to answer a {len(prompt)}-token prompt (window {window}) "
-                "with its usage",
-                found=f"{type(error).__name__}: {error}"[:400],
-                fix="serve the configured window (model.max_model_len); see the server's log",
-            )
-            gate(self.run_dir, Gate.P0_NEAR_WINDOW_PROBE_PASSED, [problem], fields)
-        problems = []
-        if fields["prompt_tokens"] != len(prompt):
-            problems.append(
-                Violation(
-                    rule="near_window.prompt_tokens",
-                    expected=f"the server to count the {len(prompt)} prompt tokens sent "
-                    f"(window {window} - margin {margin})",
-                    found=f"usage.prompt_tokens = {fields['prompt_tokens']} (sent {len(prompt)})",
-                    fix="the server fell back to a smaller window or truncated the prompt: "
-                    f"start it with max_model_len = {window}",
-                )
-            )
-        gate(self.run_dir, Gate.P0_NEAR_WINDOW_PROBE_PASSED, problems, fields)
-        return fields
+        return near_window_probe(self.server_url, self.base_model, window, self.run_dir, margin)
 
     def push_adapter(self, adapter_dir: Path, step: int) -> dict[str, Any]:
-        """Load the adapter in place as `policy` and prove the server answers with it (a
+        """Load the adapter in place as `policy` and prove the server serves exactly it (a
         failing server is a failed PPO_ADAPTER_PUSH gate, never a silent stale policy)."""
-        fields: dict[str, Any] = {"step": step, "adapter": POLICY_NAME}
-        try:
-            before = self.probe(POLICY_NAME) if POLICY_NAME in self.engine.adapters else None
-            self.load_adapter(POLICY_NAME, adapter_dir)
-            after = self.probe(POLICY_NAME)
-        except (RuntimeError, OSError, KeyError) as error:
-            problem = Violation(
-                rule="adapter.push",
-                expected="the inference server to load the adapter and answer the probe",
-                found=f"{type(error).__name__}: {error}"[:400],
-                fix="the inference server is down or failing; see its log, then rerun",
-            )
-            gate(self.run_dir, Gate.PPO_ADAPTER_PUSH_PASSED, [problem], fields)
-        deltas = [abs(a - b) for a, b in zip(before[1], after[1], strict=False)] if before else []
-        changed = before is None or before[0] != after[0] or any(d > 1e-6 for d in deltas)
-        fields["probe_max_delta"] = round(max(deltas, default=0.0), 8)
-        problems = (
-            []
-            if changed
-            else [
-                Violation(
-                    rule="adapter.push",
-                    expected="the fixed probe's log-probs to change after loading the new adapter",
-                    found=f"identical tokens and log-probs (max delta {max(deltas):.2e})",
-                    fix="the server did not pick up the adapter: check load_lora_adapter",
-                )
-            ]
-        )
-        gate(self.run_dir, Gate.PPO_ADAPTER_PUSH_PASSED, problems, fields)
-        return fields
+        if self._pusher is None:
+            self._pusher = AdapterPusher(self.server_url, self.run_dir)
+        return self._pusher.push(adapter_dir, step)
+
+    def check_alive(self) -> None:
+        """The in-process server lives as long as this process: nothing to check."""
+
+    def servers(self) -> tuple[LaunchedServer, ...]:
+        """No separate server process: the policy is served in this process."""
+        return ()

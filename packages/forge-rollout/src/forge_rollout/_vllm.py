@@ -8,6 +8,7 @@ requested window (vLLM may otherwise run with a smaller one than the guard assum
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -128,10 +129,16 @@ def _http(method: str, url: str, body: dict[str, Any] | None = None, timeout: fl
 class VLLMServer:
     """One vLLM process: `start()`, `wait_ready()`, adapter calls, `stop()` (or `with`)."""
 
-    def __init__(self, spec: VLLMSpec, log_path: str | os.PathLike[str] | None = None):
+    def __init__(
+        self,
+        spec: VLLMSpec,
+        log_path: str | os.PathLike[str] | None = None,
+        env: dict[str, str] | None = None,
+    ):
         self.spec = spec
         self.log_path = Path(log_path) if log_path else Path(f"vllm-{spec.port}.log")
         self.process: subprocess.Popen[bytes] | None = None
+        self.env = env or {}  # set over os.environ (e.g. CUDA_VISIBLE_DEVICES of the rollout GPU)
 
     def start(self) -> VLLMServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,7 +146,7 @@ class VLLMServer:
         print(f"[vllm] {shlex.join(vllm_command(self.spec))}", file=sys.stderr, flush=True)
         self.process = subprocess.Popen(
             vllm_command(self.spec),
-            env=vllm_env(self.spec),
+            env=vllm_env(self.spec) | self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -147,7 +154,7 @@ class VLLMServer:
         log.close()
         return self
 
-    def _log_tail(self, lines: int = 30) -> str:
+    def log_tail(self, lines: int = 30) -> str:
         if not self.log_path.is_file():
             return "(no log)"
         return "\n".join(self.log_path.read_text("utf-8", "replace").splitlines()[-lines:])
@@ -160,7 +167,7 @@ class VLLMServer:
             if self.process is not None and self.process.poll() is not None:
                 raise VLLMError(
                     f"expected vLLM to keep running; it exited with {self.process.returncode}; "
-                    f"fix: read {self.log_path}. Last lines:\n{self._log_tail()}"
+                    f"fix: read {self.log_path}. Last lines:\n{self.log_tail()}"
                 )
             try:
                 status, _ = _http("GET", self.spec.url + "/health", timeout=5)
@@ -176,7 +183,7 @@ class VLLMServer:
             time.sleep(poll)
         raise VLLMError(
             f"expected vLLM ready within {timeout}s; found {last}; fix: raise the timeout or "
-            f"read {self.log_path}. Last lines:\n{self._log_tail()}"
+            f"read {self.log_path}. Last lines:\n{self.log_tail()}"
         )
 
     def _check_window(self) -> dict[str, Any]:
@@ -205,15 +212,35 @@ class VLLMServer:
         return text
 
     def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM the process group, SIGKILL it after `timeout` seconds."""
-        if self.process is None or self.process.poll() is not None:
+        """SIGTERM the process group, SIGKILL it after `timeout` seconds; then SIGKILL whatever
+        of the group outlived its leader (engine-core workers) and wait until none is left."""
+        if self.process is None:
             return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
+        group_gone(self.process.pid, timeout=30.0)
+
+
+def group_gone(pgid: int, timeout: float = 30.0) -> bool:
+    """Wait until no process of group `pgid` exists (killed members can linger a moment until
+    they are reaped); True when none is left."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
 
     def __enter__(self) -> VLLMServer:
         return self.start()

@@ -12,7 +12,13 @@ from forge_gates import Check, Gate, RunSpec, append_jsonl, gate
 from forge_ppo.algo._observability import EpisodeOutcome, task_rollout_metrics
 from forge_ppo.pipeline._plan import RunPlan, validation_decoding
 from forge_ppo.pipeline._runlog import RunLog
-from forge_rollout import POLICY_NAME, AgentConfig, LocalStack, agent_config_from_spec, run_rollouts
+from forge_rollout import (
+    POLICY_NAME,
+    AgentConfig,
+    InferenceStack,
+    agent_config_from_spec,
+    run_rollouts,
+)
 from forge_rollout.rows import read_traces
 from forge_sandbox import SandboxFactory, open_backend, reward_of
 
@@ -66,7 +72,7 @@ def close_sandboxes(make_sandbox: SandboxFactory) -> None:
 def rollout_batch(
     spec: RunSpec,
     plan: RunPlan,
-    live: LocalStack,
+    live: InferenceStack,
     job_dir: Path,
     task_ids: list[str],
     config: AgentConfig,
@@ -163,7 +169,7 @@ def sent_decoding(job_dir: Path, decoding: dict[str, Any]) -> tuple[int, list[di
 
 
 def validate(
-    spec: RunSpec, plan: RunPlan, live: LocalStack, run_dir: Path, step: int, log: RunLog
+    spec: RunSpec, plan: RunPlan, live: InferenceStack, run_dir: Path, step: int, log: RunLog
 ) -> dict[str, Any]:
     """Greedy rollouts of the validation subset; one line of validation-metrics.jsonl."""
     job = run_dir / "validation" / f"step_{step:04d}"

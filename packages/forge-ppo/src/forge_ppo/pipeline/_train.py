@@ -22,6 +22,7 @@ from forge_gates import (
     Gate,
     GateError,
     RunSpec,
+    Violation,
     gate,
     new_run_dir,
     preflight,
@@ -33,6 +34,12 @@ from forge_gates import (
 from forge_ppo._protocol import Trainer
 from forge_ppo.algo._observability import EpisodeOutcome
 from forge_ppo.checkpoint._update import UpdateRecord
+from forge_ppo.pipeline._placement import (
+    GpuPlan,
+    assign_gpus,
+    prepare_trainer_env,
+    separated_rollout_gate,
+)
 from forge_ppo.pipeline._plan import RunPlan, plan_run, rounds
 from forge_ppo.pipeline._rollouts import (
     episode_outcomes,
@@ -43,7 +50,13 @@ from forge_ppo.pipeline._rollouts import (
 )
 from forge_ppo.pipeline._runlog import Curves, RunLog, all_finite, check_curves, update_file_name
 from forge_ppo.pipeline._trainers import BACKENDS, build_trainer, check_parent
-from forge_rollout import LocalStack, agent_config_from_spec, resolve_model
+from forge_rollout import (
+    InferenceStack,
+    VLLMError,
+    agent_config_from_spec,
+    open_inference_stack,
+    resolve_model,
+)
 from forge_rollout.rows import ConversionStats, SampleRow, rows_from_job
 
 
@@ -127,11 +140,14 @@ def train(
     record_gate(run_dir, Gate.DATA_SPLIT_VERIFIED, split.fields())
     # 3. data plan (formal data gates), then the token budgets
     plan = plan_run(spec, run_dir)
-    # 4. inference: server + gateway (the gateway records PPO_CONTEXT_GUARD_PASSED)
+    # 4. inference: server (backends.inference; vLLM pinned to the rollout GPUs) + gateway
+    #    (the gateway records PPO_CONTEXT_GUARD_PASSED); the trainer's GPUs and allocator set
+    gpus = assign_gpus(spec)
+    prepare_trainer_env(gpus.trainer)
     log = RunLog(run_dir, spec.phase, curves)
     try:
-        with LocalStack(spec, model_dir, run_dir) as live:
-            _updates(spec, plan, model_dir, run_dir, live, log)
+        with open_inference_stack(spec, model_dir, run_dir, gpus.rollout) as live:
+            _updates(spec, plan, model_dir, run_dir, live, log, gpus)
     finally:
         log.close()
         log.plot()
@@ -144,20 +160,33 @@ def train(
 
 
 def _updates(
-    spec: RunSpec, plan: RunPlan, model_dir: Path, run_dir: Path, live: LocalStack, log: RunLog
+    spec: RunSpec,
+    plan: RunPlan,
+    model_dir: Path,
+    run_dir: Path,
+    live: InferenceStack,
+    log: RunLog,
+    gpus: GpuPlan,
 ) -> None:
     assert spec.ppo is not None
-    # 1. the trainer (backends.trainer; strict warm start when asked), the first adapter on
-    #    the server; the trainer is closed (its workers stopped) whatever happens
+    # 1. the trainer (backends.trainer; strict warm start when asked), then the topology as
+    #    launched (a vLLM run); the trainer is closed (its workers stopped) whatever happens
     trainer = build_trainer(spec, model_dir, run_dir)
     try:
+        if spec.backends.inference == "vllm" or spec.resources.rollout_gpus > 0:
+            separated_rollout_gate(spec, trainer, live, run_dir, gpus)
         _train_steps(spec, plan, run_dir, live, log, trainer)
     finally:
         trainer.close()
 
 
 def _train_steps(
-    spec: RunSpec, plan: RunPlan, run_dir: Path, live: LocalStack, log: RunLog, trainer: Trainer
+    spec: RunSpec,
+    plan: RunPlan,
+    run_dir: Path,
+    live: InferenceStack,
+    log: RunLog,
+    trainer: Trainer,
 ) -> None:
     budget_gates(spec, trainer, run_dir)  # read back from what will train
     served = run_dir / "served-adapter"  # rewritten in place each update (atomic files)
@@ -170,7 +199,9 @@ def _train_steps(
         validate(spec, plan, live, run_dir, 0, log)
     for step in range(1, plan.total_steps + 1):
         started = time.perf_counter()
-        # 2. roll out this step's batch (a padded tail runs in rounds of distinct tasks)
+        # 2. roll out this step's batch (a padded tail runs in rounds of distinct tasks), only
+        #    once the server is proven to serve the previous update's adapter (async off)
+        _require_served(live, run_dir, step)
         job_dirs = [
             rollout_batch(
                 spec,
@@ -182,6 +213,7 @@ def _train_steps(
             )
             for k, ids in enumerate(rounds(plan.batches[step - 1]))
         ]
+        _require_alive(live, run_dir, step)  # a server that died mid-rollout: no update
         rows, rollout_metrics, episodes = _rows_and_metrics(job_dirs)
         # 3. the update: fail closed without a valid trajectory
         check = Check(Gate.PPO_SMOKE_UPDATE_PASSED)
@@ -251,7 +283,7 @@ def _train_steps(
             )
         elif not check.ok:  # formal: the same budget proof, recorded only when it fails
             gate(run_dir, check.gate, check.violations, {"step": step})
-        # 4. the new adapter on the server, proven by a changed probe
+        # 4. the new adapter on the server, proven by its fingerprint served back
         trainer.export_adapter(served)
         live.push_adapter(served, step)
         log.metrics(step, metrics)
@@ -276,6 +308,33 @@ def _train_steps(
         _epoch_end(spec, plan, run_dir, step, exposures)
     # 6. the phase's verdict
     _final_gate(spec, plan, run_dir, summaries)
+
+
+def _require_served(live: InferenceStack, run_dir: Path, step: int) -> None:
+    """Step `step` rolls out with the adapter of update `step - 1`, proven served (sync)."""
+    if live.served_step != step - 1:
+        problem = Violation(
+            rule="update.adapter_served",
+            expected=f"the server proven to serve the adapter of update {step - 1} before "
+            f"rollout {step} (async = false)",
+            found=f"last proven push: update {live.served_step}",
+            fix="push the adapter (and wait for PPO_ADAPTER_PUSH_PASSED) before rolling out",
+        )
+        gate(run_dir, Gate.PPO_SMOKE_UPDATE_PASSED, [problem], {"step": step})
+
+
+def _require_alive(live: InferenceStack, run_dir: Path, step: int) -> None:
+    """Fail the update closed (nothing trained, no checkpoint) when the server died."""
+    try:
+        live.check_alive()
+    except VLLMError as error:
+        problem = Violation(
+            rule="update.inference_server",
+            expected="the inference server alive through the rollout",
+            found=str(error)[-3000:],
+            fix="read the server's log tail above (memory, GPU, a crash), fix it and rerun",
+        )
+        gate(run_dir, Gate.PPO_SMOKE_UPDATE_PASSED, [problem], {"step": step})
 
 
 def _check_rollout_health(

@@ -17,7 +17,7 @@ from forge_ppo.local._models import build_local_trainer
 # the engines this pipeline drives, per concern (DESIGN §2); preflight refuses any other
 BACKENDS: dict[str, tuple[str, ...]] = {
     "trainer": ("local", "verl"),
-    "inference": ("local",),
+    "inference": ("local", "vllm"),
     "sandbox": ("local", "kubernetes"),
 }
 

@@ -1,0 +1,216 @@
+"""The separated-rollout topology as launched, and the gate that judges it.
+
+`RolloutTopology` holds what was measured, never the spec: the GPUs this host exposes, where the
+trainer's processes run (their Ray resources and environments, read back from the processes), the
+inference servers actually started (each one's argv and environment, read from /proc), and
+whether rollouts wait for each pushed adapter. `check_separated_rollout(topology, spec)` lists
+every way it differs from the spec's topology (the seed's 6-GPU run doubled vLLM when the trainer
+built its own rollout replicas; a rollout GPU shared with a trainer rank starves both), including
+the allocator setting in the trainer's processes (`PYTORCH_CUDA_ALLOC_CONF=
+expandable_segments:False`: expandable segments cannot be shared by CUDA IPC, which weight sync
+between processes relies on).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from forge_gates._checks import Check, Violation
+from forge_gates._gates import Gate
+from forge_gates._spec import RunSpec
+
+ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
+ALLOC_CONF = "expandable_segments:False"
+
+
+class _Measured(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LaunchedServer(_Measured):
+    """One inference server as it runs: read from its process, not from its spec."""
+
+    url: str = Field(description="Where it answers.")
+    pid: int | None = Field(description="Its process (None: connected to, not launched here).")
+    gpus: tuple[str, ...] | None = Field(
+        description="GPU ids it can use (its CUDA_VISIBLE_DEVICES; every visible GPU when unset; "
+        "None: not measurable)."
+    )
+    max_num_seqs: int | None = Field(description="--max-num-seqs it was started with.")
+    max_model_len: int | None = Field(description="The window it reports.")
+
+
+class TrainerPlacement(_Measured):
+    """Where the trainer's processes run, read back from them (Ray's actor table, /proc)."""
+
+    backend: str = Field(description="backends.trainer of the built trainer.")
+    device: str = Field(description="cpu | cuda, as the built trainer reports it.")
+    world_size: int = Field(ge=1, description="Ranks the built trainer reports.")
+    processes: int = Field(ge=1, description="Trainer processes found (driver or Ray actors).")
+    gpus: tuple[str, ...] = Field(
+        description="GPU ids the trainer's processes can use (union over processes)."
+    )
+    ray_gpus: float | None = Field(description="GPUs in the trainer's Ray cluster (None: no Ray).")
+    rollout_actors: tuple[str, ...] = Field(
+        description="Ray actors of the trainer's cluster that are rollout replicas (class names)."
+    )
+    alloc_conf: tuple[str | None, ...] = Field(
+        description=f"{ALLOC_CONF_ENV} in each trainer process (None: unset)."
+    )
+
+
+class RolloutTopology(_Measured):
+    """Everything the separated-rollout gate judges."""
+
+    visible_gpus: tuple[str, ...] = Field(description="GPU ids this host exposes to the run.")
+    trainer: TrainerPlacement = Field(description="The trainer as built.")
+    servers: tuple[LaunchedServer, ...] = Field(description="Inference servers started.")
+    async_rollout: bool = Field(description="True when rollouts do not wait for the new adapter.")
+
+
+def visible_gpus(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """GPU ids this process may use: CUDA_VISIBLE_DEVICES when set, else `nvidia-smi -L`'s
+    indices (none without a driver)."""
+    env = os.environ if env is None else env
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return parse_gpu_list(listed)
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return tuple(str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU "))
+
+
+def parse_gpu_list(value: str) -> tuple[str, ...]:
+    """`"0,1, 2"` -> ("0", "1", "2"); empty -> ()."""
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def check_separated_rollout(
+    topology: RolloutTopology, spec: RunSpec
+) -> tuple[list[Violation], dict[str, Any]]:
+    """Every rule of the separated topology the measured `topology` breaks, and the marker's
+    fields (what was measured): trainer_gpus rollout_gpus total_gpus replicas max_num_seqs
+    async, then the trainer's device, ranks and allocator setting."""
+    res, trainer = spec.resources, topology.trainer
+    check = Check(Gate.PPO_SEPARATED_ROLLOUT_GATE_PASSED)
+    # 1. one rollout replica: Forge's servers plus any the trainer started on its own
+    replicas = len(topology.servers) + len(trainer.rollout_actors)
+    check.require(
+        replicas == res.rollout_replicas,
+        rule="separated.replicas",
+        expected=f"{res.rollout_replicas} rollout replica(s) (resources.rollout_replicas)",
+        found=f"{replicas}: {len(topology.servers)} inference server(s) started by Forge + "
+        f"{len(trainer.rollout_actors)} rollout actor(s) in the trainer's Ray cluster "
+        f"{list(trainer.rollout_actors)}",
+        fix="the trainer must not build rollout replicas (verl's full trainer does: drive its "
+        "actor/critic worker groups only); start exactly one Forge vLLM server",
+    )
+    # 2. each server as launched: max_num_seqs, its GPUs, none shared with a trainer rank
+    rollout_gpus: set[str] = set()
+    for server in topology.servers:
+        check.require(
+            server.max_num_seqs == res.max_num_seqs,
+            rule="separated.max_num_seqs",
+            expected=f"--max-num-seqs {res.max_num_seqs} (resources.max_num_seqs) on {server.url}",
+            found="not measurable (a server Forge did not start)"
+            if server.pid is None
+            else f"--max-num-seqs {server.max_num_seqs} in the launched command",
+            fix="let the pipeline start vLLM (unset inference.url) with the spec's max_num_seqs",
+        )
+        gpus = server.gpus
+        check.require(
+            gpus is not None and len(gpus) == res.rollout_gpus,
+            rule="separated.rollout_gpus",
+            expected=f"{res.rollout_gpus} GPU(s) for the rollout server (resources.rollout_gpus)",
+            found="not measurable" if gpus is None else f"{len(gpus)}: {list(gpus)}",
+            fix="launch vLLM pinned to the rollout GPU(s) (CUDA_VISIBLE_DEVICES set by Forge)",
+        )
+        rollout_gpus |= set(gpus or ())
+    shared = sorted(rollout_gpus & set(trainer.gpus))
+    check.require(
+        not shared,
+        rule="separated.shared_gpu",
+        expected="no GPU used by both the rollout server and a trainer rank",
+        found=f"shared GPU(s) {shared}: rollout {sorted(rollout_gpus)}, trainer "
+        f"{sorted(trainer.gpus)}",
+        fix="give the trainer's processes CUDA_VISIBLE_DEVICES without the rollout GPU(s)",
+    )
+    # 3. the trainer's placement: its ranks, its Ray GPUs, inside what the host exposes
+    trainer_gpus = len(trainer.gpus) if trainer.device == "cuda" else 0
+    check.require(
+        trainer_gpus == res.trainer_gpus and trainer.world_size == res.trainer_world_size,
+        rule="separated.trainer_gpus",
+        expected=f"{res.trainer_gpus} trainer GPU(s), {res.trainer_world_size} rank(s)",
+        found=f"{trainer_gpus} GPU(s) usable by the trainer's processes ({trainer.device}), "
+        f"{trainer.world_size} rank(s)",
+        fix="the trainer was built on other resources than the spec names; check "
+        "resources.trainer_gpus and the Ray cluster",
+    )
+    if trainer.ray_gpus is not None and trainer.device == "cuda":
+        check.require(
+            trainer.ray_gpus == res.trainer_gpus,
+            rule="separated.ray_gpus",
+            expected=f"{res.trainer_gpus} GPU(s) in the trainer's Ray cluster",
+            found=f"{trainer.ray_gpus:g}",
+            fix="start (or join) a Ray cluster holding only the trainer GPUs",
+        )
+    outside = sorted((set(trainer.gpus) | rollout_gpus) - set(topology.visible_gpus))
+    total = len(set(trainer.gpus) | rollout_gpus)
+    check.require(
+        not outside and res.trainer_gpus + res.rollout_gpus <= len(topology.visible_gpus),
+        rule="separated.total_gpus",
+        expected=f"trainer + rollout = {res.trainer_gpus + res.rollout_gpus} GPU(s) among the "
+        f"{len(topology.visible_gpus)} visible {list(topology.visible_gpus)}",
+        found=f"{total} in use, not visible: {outside}",
+        fix="run on a machine (or CUDA_VISIBLE_DEVICES) with enough GPUs",
+    )
+    # 4. synchronous: every rollout waits for the adapter of the update before it
+    check.require(
+        topology.async_rollout == res.async_training,
+        rule="separated.async",
+        expected=f"async = {str(res.async_training).lower()} (rollouts wait for each new adapter)",
+        found=f"async = {str(topology.async_rollout).lower()}",
+        fix="push the adapter and wait for its proof before the next rollout",
+    )
+    # 5. the allocator, in the trainer's own processes (not only in this one's environment)
+    wrong = [conf for conf in trainer.alloc_conf if not alloc_conf_ok(conf)]
+    check.require(
+        not wrong and len(trainer.alloc_conf) == trainer.processes,
+        rule="separated.allocator",
+        expected=f"{ALLOC_CONF_ENV}={ALLOC_CONF} in all {trainer.processes} trainer process(es) "
+        "(weights cross processes by CUDA IPC)",
+        found=f"{len(wrong)} of {len(trainer.alloc_conf)} read differ: {wrong[:3]}",
+        fix=f"export {ALLOC_CONF_ENV}={ALLOC_CONF} before the trainer (and its Ray cluster) "
+        "starts; a joined cluster needs it in its own environment",
+    )
+    fields = {
+        "trainer_gpus": trainer_gpus,
+        "rollout_gpus": len(rollout_gpus),
+        "total_gpus": len(topology.visible_gpus),
+        "replicas": replicas,
+        "max_num_seqs": ",".join(str(s.max_num_seqs) for s in topology.servers) or None,
+        "async": str(topology.async_rollout).lower(),
+        "trainer_device": trainer.device,
+        "trainer_ranks": trainer.world_size,
+        "alloc_conf": ALLOC_CONF if not wrong and trainer.alloc_conf else "mismatch",
+    }
+    if len(topology.servers) == 1:
+        fields["max_num_seqs"] = topology.servers[0].max_num_seqs
+    return check.violations, fields
+
+
+def alloc_conf_ok(value: str | None) -> bool:
+    """True when the allocator setting turns expandable segments off (other options allowed)."""
+    if value is None:
+        return False
+    options = dict(part.split(":", 1) for part in value.replace(" ", "").split(",") if ":" in part)
+    return options.get("expandable_segments") == "False"

@@ -1,0 +1,171 @@
+"""PPO_SEPARATED_ROLLOUT_GATE_PASSED is measured from what was launched: the rollout server's
+own argv and environment (read from /proc of a real process started like vLLM), the trainer's
+processes' environment, and the GPUs the host exposes. It passes the seed's 4+1 topology with
+the seed's marker, and fails, each rule named, for a doubled rollout (the trainer's Ray cluster
+runs its own rollout replica), a rollout GPU shared with a trainer rank, another max_num_seqs
+than the spec's, and an allocator that is set here but not in the trainer's processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from forge_gates import (
+    GateError,
+    RolloutTopology,
+    TrainerPlacement,
+    check_separated_rollout,
+    format_marker,
+    load_spec,
+    read_config,
+    read_ledger,
+)
+from forge_ppo.pipeline._placement import GpuPlan, separated_rollout_gate, trainer_placement
+from forge_rollout import VLLMStack
+from forge_rollout._vllm import VLLMServer
+
+
+def separated_spec():
+    """smoke-4gpu with one separate rollout GPU (the seed's soak topology, 4 + 1)."""
+    data = read_config("smoke-4gpu")
+    data["resources"].update(rollout_gpus=1, rollout_replicas=1)
+    return load_spec(data)
+
+
+@dataclass
+class Topology:
+    world_size: int
+    device: str
+
+
+class VerlLike:
+    """A trainer that reports its topology as the verl trainer does (`trainer.topology`)."""
+
+    def __init__(self, world_size: int = 4, device: str = "cuda") -> None:
+        self.topology = Topology(world_size, device)
+
+
+@pytest.fixture
+def launched(tmp_path: Path) -> Iterator[VLLMStack]:
+    """A stack whose server is a real process started with vLLM's flags and the rollout GPU
+    (it only sleeps: the gate reads the launched argv and environment, not the weights)."""
+    spec = separated_spec()
+    stack = VLLMStack(spec, tmp_path, tmp_path, rollout_gpus=("4",))
+    argv = [sys.executable, "-c", "import time; time.sleep(60)", "--max-num-seqs", "10"]
+    process = subprocess.Popen(argv, env={"CUDA_VISIBLE_DEVICES": "4", "PATH": "/usr/bin"})
+    stack.server = VLLMServer.__new__(VLLMServer)
+    stack.server.process = process
+    stack.server_url = "http://127.0.0.1:9"  # nothing answers: the window is simply not read
+    try:
+        yield stack
+    finally:
+        process.kill()
+        process.wait()
+
+
+GPUS = GpuPlan(visible=("0", "1", "2", "3", "4"), trainer=("0", "1", "2", "3"), rollout=("4",))
+
+
+def test_the_seed_topology_passes_with_the_seed_marker(launched, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")  # the trainer's processes (this one)
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")
+    fields = separated_rollout_gate(separated_spec(), VerlLike(), launched, tmp_path, GPUS)
+    marker = format_marker("PPO_SEPARATED_ROLLOUT_GATE_PASSED", fields)
+    assert marker.startswith(
+        "PPO_SEPARATED_ROLLOUT_GATE_PASSED trainer_gpus=4 rollout_gpus=1 total_gpus=5 "
+        "replicas=1 max_num_seqs=10 async=false"
+    )
+    assert [r.gate for r in read_ledger(tmp_path)] == ["PPO_SEPARATED_ROLLOUT_GATE_PASSED"]
+
+
+def test_a_rollout_gpu_shared_with_a_trainer_rank_fails(launched, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4")  # the trainer can reach GPU 4 too
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")
+    with pytest.raises(GateError) as error:
+        separated_rollout_gate(separated_spec(), VerlLike(), launched, tmp_path, GPUS)
+    rules = {v.rule: v for v in error.value.violations}
+    assert "shared GPU(s) ['4']" in rules["separated.shared_gpu"].found
+    assert "5 GPU(s) usable by the trainer" in rules["separated.trainer_gpus"].found
+    assert [r.gate for r in read_ledger(tmp_path)] == ["PPO_SEPARATED_ROLLOUT_GATE_FAILED"]
+
+
+def test_another_max_num_seqs_and_an_unset_allocator_fail(tmp_path, monkeypatch) -> None:
+    spec = separated_spec()
+    stack = VLLMStack(spec, tmp_path, tmp_path, rollout_gpus=("4",))
+    argv = [sys.executable, "-c", "import time; time.sleep(60)", "--max-num-seqs", "64"]
+    process = subprocess.Popen(argv, env={"CUDA_VISIBLE_DEVICES": "4", "PATH": "/usr/bin"})
+    stack.server = VLLMServer.__new__(VLLMServer)
+    stack.server.process, stack.server_url = process, "http://127.0.0.1:9"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)  # "set" nowhere it counts
+    try:
+        with pytest.raises(GateError) as error:
+            separated_rollout_gate(spec, VerlLike(), stack, tmp_path, GPUS)
+    finally:
+        process.kill()
+        process.wait()
+    rules = {v.rule: v for v in error.value.violations}
+    assert set(rules) == {"separated.max_num_seqs", "separated.allocator"}
+    assert rules["separated.max_num_seqs"].found == "--max-num-seqs 64 in the launched command"
+    assert (
+        "expandable_segments:False in all 1 trainer process(es)"
+        in rules["separated.allocator"].expected
+    )
+
+
+def placement(**changes) -> TrainerPlacement:
+    values = {
+        "backend": "verl", "device": "cuda", "world_size": 4, "processes": 4,
+        "gpus": ("0", "1", "2", "3"), "ray_gpus": 4.0, "rollout_actors": (),
+        "alloc_conf": ("expandable_segments:False",) * 4,
+    }  # fmt: skip
+    return TrainerPlacement(**(values | changes))
+
+
+def topology(trainer: TrainerPlacement, servers: int = 1) -> RolloutTopology:
+    from forge_gates import LaunchedServer
+
+    server = LaunchedServer(
+        url="http://h:8000", pid=1, gpus=("4",), max_num_seqs=10, max_model_len=40960
+    )
+    return RolloutTopology(
+        visible_gpus=GPUS.visible, trainer=trainer, servers=(server,) * servers,
+        async_rollout=False,
+    )  # fmt: skip
+
+
+def test_a_doubled_rollout_fails() -> None:
+    spec = separated_spec()
+    assert check_separated_rollout(topology(placement()), spec)[0] == []
+    # the seed's 6-GPU run: the trainer started its own vLLM replica beside Forge's server
+    doubled = placement(rollout_actors=("vLLMHttpServer",))
+    (v,) = check_separated_rollout(topology(doubled), spec)[0]
+    assert v.rule == "separated.replicas"
+    assert v.found.startswith("2: 1 inference server(s) started by Forge + 1 rollout actor(s)")
+    # two Forge servers are a doubled rollout too
+    rules = [v.rule for v in check_separated_rollout(topology(placement(), servers=2), spec)[0]]
+    assert rules == ["separated.replicas"]
+
+
+def test_one_trainer_rank_without_the_allocator_fails() -> None:
+    alloc = ("expandable_segments:False",) * 3 + ("expandable_segments:True",)
+    (v,) = check_separated_rollout(topology(placement(alloc_conf=alloc)), separated_spec())[0]
+    assert v.rule == "separated.allocator" and "1 of 4 read differ" in v.found
+
+
+def test_the_local_trainer_is_read_from_this_process(monkeypatch) -> None:
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")
+
+    class Local:  # the local trainer: no topology, its actor on the CPU
+        class actor:
+            device = type("Device", (), {"type": "cpu"})()
+
+    spec = load_spec("smoke-local")
+    found = trainer_placement(spec, Local())
+    assert (found.device, found.world_size, found.processes, found.gpus) == ("cpu", 1, 1, ())
+    assert found.ray_gpus is None and found.alloc_conf == ("expandable_segments:False",)
