@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from forge_gates import load_spec
 from forge_ppo.pipeline._plan import validation_decoding
 from forge_ppo.pipeline._rollouts import sent_decoding
+from forge_rollout import TraceWriter
 from forge_rollout.rows import Trace, TraceTiming
 
 
@@ -42,8 +44,10 @@ def test_a_call_that_was_not_greedy_is_found(tmp_path: Path) -> None:
                                   {"temperature": 1.0, "top_p": 1.0}])):  # fmt: skip
         agent = tmp_path / trial / "agent"
         agent.mkdir(parents=True)
-        lines = [_trace(i, p) for i, p in enumerate(params)]
-        (agent / "traces.jsonl").write_text("\n".join(lines) + "\n")
+        writer = TraceWriter(agent)  # the gateway's own writer: the on-disk format as it is
+        for p in params:
+            writer.append("traces", lambda seq, p=p: json.loads(_trace(seq, p)))
+        writer.close()
     calls, wrong = sent_decoding(tmp_path, decoding)
     assert calls == 4
     assert wrong == [{"temperature": 1.0, "top_p": 1.0, "n": 1}]

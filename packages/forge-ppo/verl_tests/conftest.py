@@ -15,7 +15,9 @@ import pytest
 
 os.environ.setdefault("VERL_PLATFORM", "cpu")  # before anything imports verl
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# the local trainer's test helpers (rows) and this folder's own modules (spec_for)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 @pytest.fixture(scope="session")

@@ -73,5 +73,7 @@ def test_a_verl_run_warm_starts_from_it_on_every_rank(saved, tiny_model, tmp_pat
         trainer.close()
     ledger = list(read_jsonl(tmp_path / "gates.jsonl"))
     loads = [g for g in ledger if g["gate"] == "PPO_ACTOR_LORA_LOAD_PASSED"]
-    assert any(g.get("backend") == "verl" and g.get("ranks") == 2 for g in loads), loads
+    assert any(
+        g["fields"].get("backend") == "verl" and g["fields"].get("ranks") == 2 for g in loads
+    ), loads
     assert "PPO_WARM_START_LOAD_PASSED" in [g["gate"] for g in ledger]

@@ -33,7 +33,7 @@ def gloo_process_group() -> None:
     def initialize(timeout_second: Any = None, backend: str | None = None) -> Any:
         return original(timeout_second=timeout_second, backend=backend or "cpu:gloo")
 
-    distributed.initialize_global_process_group_ray = initialize  # type: ignore[assignment]  # patch
+    distributed.initialize_global_process_group_ray = initialize  # the patch
 
 
 def sdpa_value_model() -> None:
@@ -55,7 +55,7 @@ def sdpa_value_model() -> None:
             trust_remote_code=trust_remote_code,
         )
 
-    model.load_valuehead_model = load_valuehead_model  # type: ignore[assignment]  # patch
+    model.load_valuehead_model = load_valuehead_model  # the patch
 
 
 def cpu_engines() -> None:

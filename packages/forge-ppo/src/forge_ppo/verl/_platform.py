@@ -10,6 +10,7 @@ CPU"). The three places where verl 0.9.1 offers no hook are patched in `_patches
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
@@ -120,7 +121,7 @@ def register_platform() -> None:
             return "CUDA_VISIBLE_DEVICES"
 
         @contextmanager
-        def nvtx_range(self, msg: str):  # type: ignore[no-untyped-def]  # verl's signature
+        def nvtx_range(self, msg: str) -> Iterator[None]:
             yield
 
         def profiler_start(self) -> None:

@@ -3,6 +3,7 @@ sized by the spec; stop only what was started here, and nothing is left behind."
 
 from __future__ import annotations
 
+import os
 import socket
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -13,6 +14,10 @@ from forge_gates import RunSpec
 from forge_ppo.verl._config import VerlTopology
 
 CONNECT_TIMEOUT_S = 5.0
+# Ray keeps its Unix sockets under its temp dir; under a deep TMPDIR (nox's session tmp,
+# /work/main/.nox/verl/tmp) `ray.init` was measured to hang for good while connecting, so a
+# local cluster gets a short one (FORGE_RAY_TMPDIR overrides)
+RAY_TMPDIR = "/tmp/forge-ray"
 
 
 class RayUnavailableError(RuntimeError):
@@ -65,5 +70,6 @@ def start_ray(spec: RunSpec, topology: VerlTopology, env: dict[str, str]) -> Ray
         include_dashboard=False,
         runtime_env=runtime_env,
         log_to_driver=True,
+        _temp_dir=os.environ.get("FORGE_RAY_TMPDIR", RAY_TMPDIR),
     )
     return RayCluster(address=context.address_info.get("address", "local"), started=True)

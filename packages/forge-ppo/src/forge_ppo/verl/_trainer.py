@@ -416,13 +416,14 @@ class VerlTrainer:
         """The ranks' adapter and critic tensors into the host mirror (rank 0 gathers)."""
         adapter = self._groups["actor"].forge_weights()[0]
         critic = self._groups["critic"].forge_weights()[0]
-        result = set_peft_model_state_dict(self.actor.model, adapter)
+        result: Any = set_peft_model_state_dict(self.actor.model, adapter)
         missing = [k for k in result.missing_keys if "lora_" in k]
-        if missing or result.unexpected_keys:
+        unexpected = list(result.unexpected_keys)
+        if missing or unexpected:
             raise RuntimeError(
                 "verl actor -> mirror: expected the adapter's own keys; found missing "
-                f"{missing[:3]} unexpected {list(result.unexpected_keys)[:3]}; fix: rebuild the "
-                "actor with the spec's lora settings"
+                f"{missing[:3]} unexpected {unexpected[:3]}; fix: rebuild the actor with the "
+                "spec's lora settings"
             )
         self.critic.load_state_dict(from_verl_critic(critic), strict=True)
 

@@ -39,7 +39,11 @@ def _full_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     """Every rank gets the full tensors (FSDP2 all-gathers; a collective: all ranks call it)."""
     options = StateDictOptions(full_state_dict=True, cpu_offload=False)
     state = get_model_state_dict(module, options=options)
-    return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in state.items()}
+    return {
+        k: v.detach().to("cpu", copy=True).contiguous()
+        for k, v in state.items()
+        if isinstance(v, torch.Tensor)  # a model state dict holds tensors only
+    }
 
 
 def _adapter_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
