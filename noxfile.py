@@ -334,8 +334,9 @@ def bench(session: nox.Session) -> None:
     rllm-model-gateway 0.1.0 (the rollout bench's comparison) goes into its own venv; when it
     cannot be installed its target is reported as not measured, which fails the session unless
     `nox -s bench -- --allow-unmeasured`. Other arguments: `--only NAME`, `--out PATH`.
+    The verl trainer's benchmark needs forge-ppo's `verl` extra, so this session installs it.
     """
-    install_workspace(session)
+    install_workspace(session, engines=True)
     env = {}
     try:
         env["FORGE_RLLM_GATEWAY_PYTHON"] = str(_side_venv(session, "rllm-venv", RLLM_GATEWAY))
