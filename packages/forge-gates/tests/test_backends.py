@@ -112,3 +112,20 @@ def test_the_kubernetes_backend_needs_its_config_named_explicitly(tmp_path: Path
     config.write_text("kubeconfig = [\n")
     (v,) = check_backends(spec, EVERY, env={**named, "KUBECONFIG": str(kubeconfig)})
     assert v.rule == "preflight.backend.sandbox.config" and "TOMLDecodeError" in v.found
+
+
+def test_cpu_ranks_must_divide_the_batch_and_belong_to_the_verl_trainer() -> None:
+    """smoke-verl-cpu runs verl on 2 CPU ranks; 3 ranks do not divide its batch of 4, and CPU
+    ranks with the local trainer (or beside trainer GPUs) would be ignored."""
+    data = read_config("smoke-verl-cpu")
+    data["resources"]["trainer_cpu_ranks"] = 3
+    spec, violations = validate_config(data)
+    assert spec is None
+    (v,) = [v for v in violations if v.rule == "ppo.batch_size.world_size"]
+    assert "(3)" in v.expected and "4 % 3 = 1" in v.found
+    data = read_config("smoke-verl-cpu")
+    data["backends"]["trainer"] = "local"
+    _, violations = validate_config(data)
+    (v,) = [v for v in violations if v.rule == "backends.trainer.cpu_ranks"]
+    assert "trainer_cpu_ranks = 2" in v.found and "'local'" in v.found
+    assert load_spec("smoke-verl-cpu").resources.trainer_world_size == 2
