@@ -1,0 +1,42 @@
+"""The demo policy: supervised LoRA warm start on the scripted oracle's episodes (train split).
+
+    from forge_ppo.sft import resolve_demo_policy, resolve_warm_start
+    checkpoint = resolve_demo_policy(spec, model_dir, Path(".cache/forge"))  # built once
+    spec = resolve_warm_start(spec, model_dir, cache_dir)  # warm_start "demo-policy" -> folder
+
+`forge-ppo sft --config smoke-local` builds (or finds) it and prints its report;
+`forge-ppo learn` runs PPO from it and measures pass@1 before and after (`_learn`).
+"""
+
+from forge_ppo.sft._build import (
+    DEMO_POLICY,
+    build_demo_policy,
+    resolve_demo_policy,
+    resolve_warm_start,
+)
+from forge_ppo.sft._oracle import OracleError, oracle_fix, oracle_replies, record_oracle_episodes
+from forge_ppo.sft._sft import (
+    SFTSpec,
+    action_nll,
+    first_turn_mask,
+    first_turn_probability,
+    fit_critic,
+    train_sft,
+)
+
+__all__ = [
+    "DEMO_POLICY",
+    "OracleError",
+    "SFTSpec",
+    "action_nll",
+    "build_demo_policy",
+    "first_turn_mask",
+    "first_turn_probability",
+    "fit_critic",
+    "oracle_fix",
+    "oracle_replies",
+    "record_oracle_episodes",
+    "resolve_demo_policy",
+    "resolve_warm_start",
+    "train_sft",
+]

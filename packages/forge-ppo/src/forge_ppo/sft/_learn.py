@@ -1,0 +1,198 @@
+"""`forge-ppo learn`: PPO from the demo policy on the demo train split, measured before and after.
+
+1. the demo policy (cached `forge-ppo sft`) as a strict warm start of the local trainer;
+2. before: `attempts` episodes per train task at temperature 1 through the whole chain (server +
+   gateway + sandboxes + verifier);
+3. PPO updates, each on fresh episodes of every train task (`ppo.rollouts_per_task` each),
+   until the stopping rule: `max_updates` done, the wall-time budget spent, or the last two
+   updates' training episodes all solved;
+4. after: the same measurement as before, with the final adapter;
+5. learn.json (pass@1 with Wilson 95% intervals, per-task win/tie/loss, exact McNemar p on the
+   (task, attempt) pairs, success and critic EV per update), learn.md (table), learn.png.
+The claim is what was measured: the report states the numbers, whatever they are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from forge_eval import mcnemar_exact_p, wilson_interval
+from forge_gates import RunSpec, atomic_write_json, atomic_write_text
+from forge_ppo.local._models import build_local_trainer
+from forge_ppo.pipeline._rollouts import episode_outcomes
+from forge_ppo.sft._build import resolve_warm_start
+from forge_rollout import (
+    POLICY_NAME,
+    LocalStack,
+    agent_config_from_spec,
+    resolve_model,
+    resolve_tasks,
+    rows_from_job,
+    run_rollouts,
+)
+
+SCHEMA = "forge-ppo/learn@1"
+EV = "critic/observability/ev"
+
+
+def _episodes(spec: RunSpec, live: LocalStack, tasks, job: Path, attempts: int):
+    return asyncio.run(
+        run_rollouts(
+            tasks, job, endpoint=live.gateway_url, model=POLICY_NAME,
+            config=agent_config_from_spec(spec, "train"), attempts=attempts,
+            concurrency=spec.resources.concurrency, traces_dir=live.traces_dir,
+            verifier_timeout_s=spec.agent.verifier_timeout_s,
+        )
+    )  # fmt: skip
+
+
+def outcomes(rewards: dict[str, float | None]) -> dict[str, list[int]]:
+    """Per task, 1/0 per attempt in attempt order ('task#k' keys; an error counts as 0)."""
+    per_task: dict[str, dict[int, int]] = {}
+    for key, reward in rewards.items():
+        task, _, k = key.partition("#")
+        per_task.setdefault(task, {})[int(k or 0)] = int(reward == 1.0)
+    return {t: [v[k] for k in sorted(v)] for t, v in sorted(per_task.items())}
+
+
+def pass_at_1(per_task: dict[str, list[int]]) -> dict[str, Any]:
+    """Pass@1 over every attempt with its Wilson 95% interval."""
+    n = sum(len(v) for v in per_task.values())
+    x = sum(sum(v) for v in per_task.values())
+    low, high = wilson_interval(x, n)
+    return {"successes": x, "attempts": n, "pass_at_1": x / n, "wilson_low": low,
+            "wilson_high": high}  # fmt: skip
+
+
+def paired(before: dict[str, list[int]], after: dict[str, list[int]]) -> dict[str, Any]:
+    """Per-task win/tie/loss on the success rate; exact McNemar on (task, attempt) pairs."""
+    wins = ties = losses = b = c = 0
+    for task in sorted(before):
+        ra, rb = sum(before[task]) / len(before[task]), sum(after[task]) / len(after[task])
+        wins, ties, losses = wins + (rb > ra), ties + (rb == ra), losses + (rb < ra)
+        for x, y in zip(before[task], after[task], strict=True):
+            b, c = b + (x == 1 and y == 0), c + (x == 0 and y == 1)
+    return {"task_wins": wins, "task_ties": ties, "task_losses": losses,
+            "pairs_before_only": b, "pairs_after_only": c,
+            "mcnemar_exact_p": mcnemar_exact_p(b, c)}  # fmt: skip
+
+
+def run_learn(
+    spec: RunSpec, *, out: Path, cache_dir: Path, attempts: int, max_updates: int, budget_s: float
+) -> dict[str, Any]:
+    """Run the learn experiment into `out` (replaced); returns the report."""
+    assert spec.ppo is not None, "learn needs a training spec with [ppo]"
+    try:
+        import matplotlib  # noqa: F401  (learn.png; checked before any episode runs)
+    except ImportError as error:
+        raise RuntimeError(
+            "forge-ppo learn: expected matplotlib for learn.png; found it missing; fix: "
+            "uv pip install 'forge-ppo[curves]'"
+        ) from error
+    started = time.perf_counter()
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    # 1. the demo policy as the strict warm start of the local trainer
+    model_dir = resolve_model(spec, cache_dir)
+    spec = resolve_warm_start(spec, model_dir, cache_dir)
+    tasks = resolve_tasks("demo:train")
+    trainer = build_local_trainer(spec, model_dir, out)
+    updates: list[dict[str, Any]] = []
+    with LocalStack(spec, model_dir, out) as live:
+        adapter = out / "served-adapter"
+        trainer.export_adapter(adapter)
+        live.push_adapter(adapter, 0)
+        # 2. before
+        before = outcomes(_episodes(spec, live, tasks, out / "before", attempts).rewards)
+        # 3. PPO updates until the stopping rule
+        stop = "max_updates"
+        for step in range(1, max_updates + 1):
+            job = out / "episodes" / f"step_{step:04d}"
+            summary = _episodes(spec, live, tasks, job, spec.ppo.rollouts_per_task)
+            rows, _ = rows_from_job(job)
+            result = trainer.update(rows, step, episodes=episode_outcomes([job]))
+            trainer.export_adapter(adapter)
+            live.push_adapter(adapter, step)
+            solved = sum(1 for r in summary.rewards.values() if r == 1.0)
+            updates.append({
+                "step": step, "success": solved / len(summary.rewards),
+                "episodes": len(summary.rewards), "ev": result.metrics.get(EV),
+                "advantage_std": result.metrics.get("critic/observability/advantages_std"),
+                "seconds": time.perf_counter() - started,
+            })  # fmt: skip
+            print(f"LEARN_UPDATE {updates[-1]}", flush=True)
+            if len(updates) >= 2 and all(u["success"] == 1.0 for u in updates[-2:]):
+                stop = "converged"
+                break
+            if time.perf_counter() - started > budget_s:
+                stop = "budget"
+                break
+        # 4. after
+        after = outcomes(_episodes(spec, live, tasks, out / "after", attempts).rewards)
+    trainer.close()
+    # 5. the report
+    report = {
+        "schema": SCHEMA, "warm_start": spec.checkpoint.warm_start, "attempts_per_task": attempts,
+        "stopping_rule": {"max_updates": max_updates, "budget_s": budget_s, "stopped_by": stop},
+        "before": pass_at_1(before) | {"per_task": before},
+        "after": pass_at_1(after) | {"per_task": after},
+        "paired": paired(before, after), "updates": updates,
+        "wall_s": time.perf_counter() - started,
+    }  # fmt: skip
+    report["intervals_apart"] = report["after"]["wilson_low"] > report["before"]["wilson_high"]
+    atomic_write_json(out / "learn.json", report)
+    atomic_write_text(out / "learn.md", table(report))
+    plot(report, out / "learn.png")
+    print(table(report), flush=True)
+    return report
+
+
+def table(report: dict[str, Any]) -> str:
+    """The before/after table and the paired line (Markdown)."""
+    lines = ["| policy | successes / attempts | pass@1 | Wilson 95% |", "|---|---|---|---|"]
+    for name in ("before", "after"):
+        r = report[name]
+        lines.append(f"| {name} | {r['successes']} / {r['attempts']} | {r['pass_at_1']:.3f} | "
+                     f"[{r['wilson_low']:.3f}, {r['wilson_high']:.3f}] |")  # fmt: skip
+    p = report["paired"]
+    stop = report["stopping_rule"]["stopped_by"]
+    lines += [
+        "",
+        f"paired: tasks won/tied/lost {p['task_wins']}/{p['task_ties']}/{p['task_losses']}; "
+        f"attempt pairs before-only {p['pairs_before_only']}, after-only "
+        f"{p['pairs_after_only']}, exact McNemar p = {p['mcnemar_exact_p']:.4g}; intervals "
+        f"apart: {report['intervals_apart']}; updates {len(report['updates'])} ({stop}); "
+        f"wall {report['wall_s']:.0f} s",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    """Training success and critic EV per update; before/after pass@1 with Wilson bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    steps = [u["step"] for u in report["updates"]]
+    left.plot(steps, [u["success"] for u in report["updates"]], "o-", label="train success")
+    evs = [(u["step"], u["ev"]) for u in report["updates"] if u["ev"] is not None]
+    left.plot([s for s, _ in evs], [e for _, e in evs], "s--", label="critic EV")
+    left.set_xlabel("PPO update")
+    left.legend()
+    for i, name in enumerate(("before", "after")):
+        r = report[name]
+        right.errorbar([i], [r["pass_at_1"]], yerr=[[r["pass_at_1"] - r["wilson_low"]],
+                       [r["wilson_high"] - r["pass_at_1"]]], fmt="o", capsize=6)  # fmt: skip
+    right.set_xticks([0, 1], ["before", "after"])
+    right.set_ylim(0, 1)
+    right.set_ylabel("pass@1 (T=1), Wilson 95%")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

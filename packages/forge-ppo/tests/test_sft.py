@@ -1,0 +1,114 @@
+"""The demo policy's parts: oracle actions, SFT math, stopping rule inputs, cache resolution."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+import forge_data
+from forge_gates import load_spec
+from forge_ppo.sft import (
+    DEMO_POLICY,
+    OracleError,
+    action_nll,
+    first_turn_mask,
+    first_turn_probability,
+    oracle_fix,
+    resolve_warm_start,
+)
+from forge_ppo.sft._build import REPORT_NAME, cache_key, resolve_demo_policy, train_task_ids
+from forge_ppo.sft._sft import SFTSpec
+from forge_rollout import resolve_tasks
+
+
+@pytest.mark.parametrize("task", resolve_tasks("demo:train"), ids=lambda t: t.name)
+def test_oracle_fix_reproduces_the_oracle_file(task, tmp_path):
+    """The derived sed command, run on the workspace, writes exactly what solve.sh writes."""
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    for folder in (ours, theirs):
+        shutil.copytree(task.path / "environment" / "workspace", folder)
+    subprocess.run(["bash", "-c", oracle_fix(task)], cwd=ours, check=True)
+    solve = task.path / "solution" / "solve.sh"
+    subprocess.run(["bash", str(solve)], cwd=theirs, check=True,
+                   env={"FORGE_WORKSPACE": str(theirs), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    changed = [p.relative_to(ours) for p in ours.rglob("*.py")]
+    assert changed and all((ours / p).read_text() == (theirs / p).read_text() for p in changed)
+
+
+def test_oracle_fix_refuses_an_oracle_that_is_not_line_for_line(tmp_path):
+    from forge_sandbox import load_task
+
+    task = resolve_tasks("demo:train")[0]
+    copy = tmp_path / task.name
+    shutil.copytree(task.path, copy)
+    solve = copy / "solution" / "solve.sh"
+    text = solve.read_text()
+    cut = text.rindex("\nFORGE_EOF")
+    solve.write_text(text[:cut] + "\nEXTRA = 1" + text[cut:])  # one added line: an insert
+    with pytest.raises(OracleError, match="one for one"):
+        oracle_fix(load_task(copy))
+
+
+def test_first_turn_mask_and_probability_by_hand():
+    mask = torch.tensor([[1, 1, 0, 0, 1, 0], [0, 1, 1, 1, 0, 1]], dtype=torch.bool)
+    first = first_turn_mask(mask)
+    assert first.tolist() == [[1, 1, 0, 0, 0, 0], [0, 1, 1, 1, 0, 0]]
+    log_probs = torch.log(torch.tensor([[0.5, 0.5, 1, 1, 0.1, 1], [1, 0.9, 0.5, 0.5, 1, 0.2]]))
+    log_probs = torch.where(mask, log_probs, 0.0)
+    got = first_turn_probability(log_probs, mask)
+    torch.testing.assert_close(got, torch.tensor([0.25, 0.225]), rtol=1e-6, atol=0)
+
+
+def test_action_nll_is_the_token_mean_over_action_tokens_only():
+    mask = torch.tensor([[1, 0, 1], [0, 1, 0]], dtype=torch.bool)
+    log_probs = torch.tensor([[-1.0, 0.0, -2.0], [0.0, -3.0, 0.0]])
+    assert float(action_nll(log_probs, mask)) == pytest.approx(2.0, rel=1e-7)
+    # an observation or padding token never counts, whatever its value
+    assert float(action_nll(torch.where(mask, log_probs, -99.0), mask)) == pytest.approx(2.0)
+
+
+def test_demo_policy_trains_on_the_train_split_only():
+    spec = load_spec("smoke-local")
+    ids = train_task_ids(spec)
+    held_out = {t.id for s in ("validation", "test") for t in forge_data.demo_split_tasks(s)}
+    assert ids and not set(ids) & held_out
+    other = spec.model_copy(update={"data": spec.data.model_copy(update={"train_split": "test"})})
+    with pytest.raises(ValueError, match="train_split"):
+        train_task_ids(other)
+
+
+def test_shipped_local_configs_start_from_the_demo_policy_with_one_cache_entry(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    names = ("smoke-local", "soak-local", "formal-local", "formal-learn-local")
+    specs = [load_spec(n) for n in names]
+    assert {s.checkpoint.warm_start for s in specs} == {DEMO_POLICY}
+    # one build serves them all: the key ignores phase, schedule and PPO knobs
+    assert len({cache_key(s, model, SFTSpec()) for s in specs}) == 1
+    assert cache_key(specs[0], model, SFTSpec(target=0.5)) != cache_key(specs[0], model, SFTSpec())
+
+
+def test_resolve_warm_start_finds_the_cached_build_and_leaves_other_values(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    spec = load_spec("smoke-local")
+    key = cache_key(spec, model, SFTSpec())[:16]
+    built = tmp_path / "cache" / f"{DEMO_POLICY}-{key}"
+    (built / "checkpoint" / "global_step_1").mkdir(parents=True)
+    (built / REPORT_NAME).write_text(json.dumps({"schema": "forge-ppo/demo-policy@1"}))
+    resolved = resolve_warm_start(spec, model, tmp_path / "cache")
+    assert resolved.checkpoint.warm_start == str(built / "checkpoint" / "global_step_1")
+    assert resolve_demo_policy(spec, model, tmp_path / "cache") == built / "checkpoint" / (
+        "global_step_1"
+    )
+    plain = spec.model_copy(
+        update={"checkpoint": spec.checkpoint.model_copy(update={"warm_start": "/x"})}
+    )
+    assert resolve_warm_start(plain, model, tmp_path / "cache") is plain
+    assert not list((tmp_path / "cache").glob(f".{DEMO_POLICY}-*"))  # nothing was built
