@@ -22,6 +22,7 @@ SHIPPED = [
     "smoke-vllm-local",
     "soak-local",
     "formal-local",
+    "formal-learn-local",
     "p0-local",
     "p0-vllm-local",
     "smoke-4gpu",

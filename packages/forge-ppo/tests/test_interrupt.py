@@ -80,7 +80,8 @@ def _interrupt_case(tmp_path: Path, state_root: Path, signum: signal.Signals, co
     run_dir = tmp_path / "run"
     argv = [sys.executable, "-m", "forge_ppo.cli", "train", "--config", "smoke-local",
             "--run-dir", str(run_dir), "--cache-dir", str(tmp_path / "cache"),
-            "--set", "agent.step_limit=6", "--set", "agent.max_tokens=96"]  # fmt: skip
+            "--set", "agent.step_limit=6", "--set", "agent.max_tokens=96",
+            "--set", "checkpoint.warm_start=null"]  # fmt: skip
     env = {**os.environ, "TMPDIR": str(state_root)}
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env

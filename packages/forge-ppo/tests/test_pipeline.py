@@ -22,6 +22,7 @@ REDUCED = [
     "agent.step_limit=2",
     "agent.max_tokens=48",
     "checkpoint.min_free_disk_gib=0.1",
+    "checkpoint.warm_start=null",  # the tiny base itself (the demo policy start: test_sft.py)
 ]
 
 

@@ -6,6 +6,8 @@ against vLLM's rules, plan micro-batches.
     forge-ppo balance --budget 65536 --world-size 4 --equal-counts 40000 12000 9000 ...
     forge-ppo train --config smoke-local                       # one PPO update, gates verified
     forge-ppo train --config soak-local --set ppo.kl_beta=0.01 --warm-start CKPT
+    forge-ppo sft --config smoke-local         # the demo policy (cached), its report
+    forge-ppo learn --config formal-learn-local  # PPO from it, pass@1 before/after
 Exit status: 0 ok, 1 a check or gate failed, 2 usage error.
 """
 
@@ -172,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
         "on = refuse to start without it",
     )
     train.set_defaults(run=_train)
+    from forge_ppo.sft._cli import add_sft_commands  # `sft` and `learn` (forge_ppo.sft)
+
+    add_sft_commands(sub, _quiet_libraries, apply_overrides)
     return use_help_formatter(parser)
 
 

@@ -36,8 +36,11 @@ def lora_config(spec: LoRASpec, *, base_model: str) -> LoraConfig:
 
 
 def adapter_state_dict(actor: PeftModel) -> dict[str, torch.Tensor]:
-    """The adapter weights exactly as PEFT writes them (keys without the adapter name)."""
-    state = get_peft_model_state_dict(actor)
+    """The adapter weights exactly as PEFT writes them (keys without the adapter name).
+
+    Never the base layer of an adapted `lm_head` / embedding (PEFT's "auto" would add the frozen
+    base weights to the file: not an adapter, refused by vLLM's rules, the base has them)."""
+    state = get_peft_model_state_dict(actor, save_embedding_layers=False)
     return {k: v.detach().cpu().contiguous() for k, v in state.items()}
 
 

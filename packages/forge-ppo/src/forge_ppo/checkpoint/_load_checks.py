@@ -57,7 +57,7 @@ def check_loaded_actor(actor: PeftModel, file_state: dict[str, torch.Tensor]) ->
                 "load with low_cpu_mem_usage=False (materialised)",
             )
         )
-    loaded = get_peft_model_state_dict(actor)
+    loaded = get_peft_model_state_dict(actor, save_embedding_layers=False)  # as saved
     missing = sorted(set(loaded) - set(file_state))
     extra = sorted(set(file_state) - set(loaded))
     if missing or extra:

@@ -50,6 +50,7 @@ from forge_ppo.pipeline._rollouts import (
 )
 from forge_ppo.pipeline._runlog import Curves, RunLog, all_finite, check_curves, update_file_name
 from forge_ppo.pipeline._trainers import BACKENDS, build_trainer, check_parent
+from forge_ppo.sft import resolve_warm_start
 from forge_rollout import (
     InferenceStack,
     VLLMError,
@@ -125,6 +126,7 @@ def train(
         {"phase": spec.phase},
     )
     model_dir = resolve_model(spec, cache_dir)
+    spec = resolve_warm_start(spec, model_dir, cache_dir)  # "demo-policy": the cached SFT start
     check_parent(spec, model_dir)  # a warm start's checkpoint, refused here and not 14 s in
     # the frozen split as frozen (tamper check): a changed task file stops here, named
     split = forge_data.verify_task_set(spec.data.tasks)
