@@ -698,7 +698,7 @@ def verl(session: nox.Session) -> None:
     3. `forge-ppo train --config smoke-verl-cpu` end to end on the demo tasks, ledger verified,
        its adapter loaded with `PeftModel.from_pretrained`;
     4. the soak variant: 3 updates on one batch with the verl trainer, then a warm-started
-       verl smoke from its last checkpoint.
+       verl smoke from its last checkpoint with KL > 0 (reference log-probs: adapter disabled).
     """
     install_workspace(session, engines=True)
     _pytest_every_test_runs(
@@ -713,13 +713,16 @@ def verl(session: nox.Session) -> None:
     soak = _train(
         session, "soak-local", f"runs/verl/{stamp}-soak", "soak", *verl_soak, env=VERL_ENV
     )
+    # the warm start, with a small KL to the reference (the actor with its adapter disabled)
     _train(
         session,
         "smoke-verl-cpu",
-        f"runs/verl/{stamp}-warm",
+        f"runs/verl/{stamp}-warm-kl",
         "smoke",
         "--warm-start",
         f"{soak}/checkpoints/global_step_3",
+        "--set",
+        "ppo.kl_beta=0.01",
         env=VERL_ENV,
     )
 

@@ -14,10 +14,12 @@ import pytest
 
 PRELUDE = """
 import os, sys
-os.environ["VERL_PLATFORM"] = "cpu"
-os.environ["VERL_USE_EXTERNAL_PLUGINS"] = "none"
+os.environ.pop("VERL_PLATFORM", None)  # importing _platform now registers nothing
+os.environ["VERL_USE_EXTERNAL_PLUGINS"] = "none"  # nor does verl's entry-point discovery
 import verl
 from forge_ppo.verl import _platform, _patches
+assert not _patches.APPLIED
+os.environ["VERL_PLATFORM"] = "cpu"  # verl resolves its platform on first use, after this
 _platform.register_platform()
 if sys.argv[1] == "patched":
     _patches.apply_cpu_patches(only=(sys.argv[2],))
