@@ -47,7 +47,13 @@ def _full_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _adapter_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return dict(get_peft_model_state_dict(module, state_dict=_full_state(module)))
+    # as `adapter_state_dict` (the mirror, the checkpoint): never the frozen base of an
+    # adapted lm_head / embedding
+    return dict(
+        get_peft_model_state_dict(
+            module, state_dict=_full_state(module), save_embedding_layers=False
+        )
+    )
 
 
 def _fingerprint(module: torch.nn.Module, state: dict[str, torch.Tensor], rank: int) -> dict:
