@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,3 +170,40 @@ def test_the_local_trainer_is_read_from_this_process(monkeypatch) -> None:
     found = trainer_placement(spec, Local())
     assert (found.device, found.world_size, found.processes, found.gpus) == ("cpu", 1, 1, ())
     assert found.ray_gpus is None and found.alloc_conf == ("expandable_segments:False",)
+
+
+def test_a_connected_server_on_this_host_is_found_by_its_port(tmp_path) -> None:
+    """inference.url on this host: the listening process is found (/proc/net/tcp -> fd) and
+    its own argv read; a URL that nothing here listens on is 'not measurable', and fails."""
+    from forge_rollout._vllm_stack import free_port, listening_pid
+
+    port = free_port()
+    listen = (
+        "import socket, sys, time; s = socket.socket(); "
+        "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); time.sleep(60)"
+    )
+    argv = [sys.executable, "-c", listen, str(port), "--max-num-seqs", "10"]
+    process = subprocess.Popen(argv, env={"CUDA_VISIBLE_DEVICES": "4", "PATH": "/usr/bin"})
+    try:
+        stack = VLLMStack(separated_spec(), tmp_path, tmp_path)
+        stack.server_url = f"http://127.0.0.1:{port}"
+        for _ in range(200):  # until it listens
+            if listening_pid(port) is not None:
+                break
+            time.sleep(0.05)
+        (server,) = stack.servers()
+        assert (server.pid, server.max_num_seqs, server.gpus) == (process.pid, 10, ("4",))
+    finally:
+        process.kill()
+        process.wait()
+    stack.server_url = "http://rollout-host.invalid:8000"  # another host: nothing to read
+    (remote,) = stack.servers()
+    assert (remote.pid, remote.gpus, remote.max_num_seqs) == (None, None, None)
+    problems = check_separated_rollout(
+        RolloutTopology(
+            visible_gpus=GPUS.visible, trainer=placement(), servers=(remote,),
+            async_rollout=False,
+        ),
+        separated_spec(),
+    )[0]  # fmt: skip
+    assert {v.rule for v in problems} == {"separated.max_num_seqs", "separated.rollout_gpus"}

@@ -238,3 +238,17 @@ def test_guard_gate_is_recorded_and_fails_closed(stub, tmp_path: Path, capsys, g
     assert isinstance(failure.value.__cause__, GateError)
     assert "guard.window" in str(failure.value.__cause__)
     assert [r.gate for r in read_ledger(run_dir)][-1] == "PPO_CONTEXT_GUARD_FAILED"
+
+
+def test_guard_window_of_an_adapter_card_is_its_parents() -> None:
+    """vLLM lists a loaded LoRA adapter without max_model_len: it has its base's window (a
+    gateway started against a vLLM that still serves `policy` must not fail); an adapter whose
+    parent is not served has none."""
+    from forge_rollout._gateway_config import _card_window
+
+    cards = [
+        {"id": "base", "max_model_len": 2048, "parent": None},
+        {"id": "policy", "max_model_len": None, "parent": "base"},
+        {"id": "stray", "parent": "other"},
+    ]
+    assert [_card_window(c, cards) for c in cards] == [2048, 2048, None]

@@ -65,6 +65,15 @@ class GatewayConfig(BaseModel):
     )
 
 
+def _card_window(card: dict[str, Any], cards: list[dict[str, Any]]) -> Any:
+    """A card's window; an adapter card without one (vLLM's LoRA cards carry none) has its
+    parent base model's, and None when that parent is not served."""
+    if card.get("max_model_len") is not None or not card.get("parent"):
+        return card.get("max_model_len")
+    bases = {c.get("id"): c.get("max_model_len") for c in cards if not c.get("parent")}
+    return bases.get(card["parent"])
+
+
 async def _upstream_windows(
     session: aiohttp.ClientSession, upstream: str, config: GatewayConfig
 ) -> tuple[set[Any] | None, str]:
@@ -76,7 +85,7 @@ async def _upstream_windows(
                 upstream + "/v1/models", timeout=aiohttp.ClientTimeout(total=5)
             ) as answer:
                 cards = (await answer.json(content_type=None))["data"]
-                return {card.get("max_model_len") for card in cards}, ""
+                return {_card_window(card, cards) for card in cards}, ""
         except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as err:
             error = repr(err)
         if time.monotonic() >= deadline:

@@ -229,6 +229,12 @@ class VLLMServer:
             os.killpg(self.process.pid, signal.SIGKILL)
         group_gone(self.process.pid, timeout=30.0)
 
+    def __enter__(self) -> VLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 def group_gone(pgid: int, timeout: float = 30.0) -> bool:
     """Wait until no process of group `pgid` exists (killed members can linger a moment until
@@ -241,9 +247,3 @@ def group_gone(pgid: int, timeout: float = 30.0) -> bool:
             return True
         time.sleep(0.2)
     return False
-
-    def __enter__(self) -> VLLMServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

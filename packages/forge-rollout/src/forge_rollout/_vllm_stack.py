@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -91,7 +92,13 @@ def _flag(argv: list[str], name: str) -> str | None:
 def read_process(pid: int) -> tuple[list[str], dict[str, str]]:
     """A live process's argv and initial environment, from /proc (what was launched)."""
     proc = Path("/proc") / str(pid)
-    argv = [a for a in (proc / "cmdline").read_bytes().decode("utf-8", "replace").split("\0") if a]
+    deadline = time.monotonic() + 5.0
+    while True:  # a process that has just exec'd shows an empty cmdline for a moment
+        raw = (proc / "cmdline").read_bytes().decode("utf-8", "replace")
+        argv = [a for a in raw.split("\0") if a]
+        if argv or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     env = {}
     for entry in (proc / "environ").read_bytes().decode("utf-8", "replace").split("\0"):
         key, sep, value = entry.partition("=")
@@ -257,7 +264,7 @@ class VLLMStack:
         process = None if self.server is None else self.server.process
         window = None
         with contextlib.suppress(OSError, ValueError):
-            cards = get_json(f"{self.server_url}/v1/models").get("data", [])
+            cards = get_json(f"{self.server_url}/v1/models", timeout=5).get("data", [])
             window = next((c.get("max_model_len") for c in cards if c.get("id") == BASE_NAME), None)
         pid = None if process is None else process.pid
         if pid is None:  # connected: measurable when the server runs on this host

@@ -130,6 +130,7 @@ def _vllm_spec(args: argparse.Namespace):
         gpu_memory_utilization=args.gpu_memory_utilization,
         tensor_parallel_size=args.tensor_parallel_size,
         dtype=args.dtype,
+        seed=args.seed,
         lora_modules=modules,
         entrypoint=args.entrypoint,
         python=args.python,
@@ -188,6 +189,7 @@ def _add_vllm_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per model (TP)")
     p.add_argument("--dtype", default="auto", help="--dtype (e.g. float32, bfloat16)")
+    p.add_argument("--seed", type=int, default=None, help="--seed (sampling seed)")
     p.add_argument(
         "--lora-module",
         action="append",
