@@ -32,6 +32,27 @@ SMOKE = [
 ]
 
 
+WARM_START = [
+    "PPO_WARM_START_CONFIG_PASSED",
+    "PPO_ACTOR_LORA_LOAD_PASSED",
+    "PPO_WARM_START_LOAD_PASSED",
+]
+
+
+def fresh_start(name):
+    """A shipped config as a fresh start (the local configs warm-start from the demo policy
+    by default); the ledgers below model a run without a warm start."""
+    data = read_config(name)
+    data["checkpoint"]["warm_start"] = None
+    return load_spec(data)
+
+
+def with_warm_start(names):
+    """`names` with the warm-start gates where a warm-started run records them."""
+    at = names.index("PPO_CONTEXT_GUARD_PASSED") + 1
+    return [*names[:at], *WARM_START, *names[at:]]
+
+
 def records(names):
     return [GateRecord(gate=n, fields={}, at="2026-11-29T00:00:00+00:00") for n in names]
 
@@ -50,9 +71,23 @@ def test_smoke_contract_order():
 
 
 def test_complete_smoke_ledger_verifies(tmp_path):
-    write_run(tmp_path, ["SOMETHING_EXTRA", *SMOKE], load_spec("smoke-local"))
+    write_run(tmp_path, ["SOMETHING_EXTRA", *SMOKE], fresh_start("smoke-local"))
     assert verify_run(tmp_path, "smoke") == []
     assert main(["verify", str(tmp_path), "--phase", "smoke"]) == 0
+
+
+def test_shipped_smoke_starts_from_the_demo_policy(tmp_path):
+    """smoke-local warm-starts from the demo policy: its ledger must show the three warm-start
+    gates, in order; a fresh-start ledger under that spec is incomplete."""
+    spec = load_spec("smoke-local")
+    assert spec.checkpoint.warm_start == "demo-policy"
+    assert [r.gate for r in phase_contract("smoke", spec)] == with_warm_start(SMOKE)
+    write_run(tmp_path / "warm", with_warm_start(SMOKE), spec)
+    assert verify_run(tmp_path / "warm", "smoke") == []
+    write_run(tmp_path / "fresh", SMOKE, spec)
+    assert [p.rule for p in verify_run(tmp_path / "fresh", "smoke")] == [
+        f"gate.missing.{name}" for name in WARM_START
+    ]
 
 
 def test_missing_gate_is_named(tmp_path, capsys):
@@ -77,7 +112,7 @@ def test_out_of_order_is_named():
 
 
 def test_soak_counts_updates_from_spec():
-    spec = load_spec("soak-local")
+    spec = fresh_start("soak-local")
     base = [g if g != "PPO_SMOKE_PASSED" else "PPO_SOAK_PASSED" for g in SMOKE]
     u = base.index("PPO_SMOKE_UPDATE_PASSED") + 1  # just after the first update
     three = base[:u] + ["PPO_SMOKE_UPDATE_PASSED"] * 2 + base[u:]

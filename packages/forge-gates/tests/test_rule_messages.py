@@ -471,11 +471,14 @@ def test_p0_spec_values_of_the_shipped_production_spec():
 
 
 def test_p0_spec_values_without_an_eval_section():
-    values = p0_spec_values(load_spec("smoke-local"))
+    spec = load_spec("smoke-local")
+    values = p0_spec_values(spec)
     assert {k: values[k] for k in ("attempts", "retries", "panels", "near_window_probe")} == {
         "attempts": None,
         "retries": None,
         "panels": {},
         "near_window_probe": None,
     }
-    assert values["max_tokens"] == 96 and set(values) == set(P0_PRODUCTION)
+    # the agent's own cap, read from the spec (not a copy of the shipped number)
+    assert spec.agent.max_tokens is not None
+    assert values["max_tokens"] == spec.agent.max_tokens and set(values) == set(P0_PRODUCTION)
