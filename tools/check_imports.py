@@ -57,6 +57,8 @@ LAZY_THIRD_PARTY: dict[str, str] = {
     "safetensors": "only the adapter inspection command reads weights",
     "verl": "forge-ppo's verl plugin runs inside verl's own import and touches verl's modules "
     "only when VERL_PLATFORM=cpu asks for the CPU platform",
+    "ray": "optional `verl` extra of forge-ppo: the pipeline reads the trainer's Ray cluster "
+    "(actor table, actor environments) only when the trainer started or joined one",
 }
 # first-party modules a function may import lazily (an optional engine), with the reason
 LAZY_FIRST_PARTY: dict[str, str] = {

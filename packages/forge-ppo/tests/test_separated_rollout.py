@@ -27,8 +27,7 @@ from forge_gates import (
     read_ledger,
 )
 from forge_ppo.pipeline._placement import GpuPlan, separated_rollout_gate, trainer_placement
-from forge_rollout import VLLMStack
-from forge_rollout._vllm import VLLMServer
+from forge_rollout import VLLMServer, VLLMStack, free_port, listening_pid
 
 
 def separated_spec():
@@ -175,8 +174,6 @@ def test_the_local_trainer_is_read_from_this_process(monkeypatch) -> None:
 def test_a_connected_server_on_this_host_is_found_by_its_port(tmp_path) -> None:
     """inference.url on this host: the listening process is found (/proc/net/tcp -> fd) and
     its own argv read; a URL that nothing here listens on is 'not measurable', and fails."""
-    from forge_rollout._vllm_stack import free_port, listening_pid
-
     port = free_port()
     listen = (
         "import socket, sys, time; s = socket.socket(); "

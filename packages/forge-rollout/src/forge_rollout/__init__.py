@@ -89,6 +89,8 @@ _EXPORTS = {
     "InferenceStack": "_vllm_stack",
     "VLLMStack": "_vllm_stack",
     "open_inference_stack": "_vllm_stack",
+    "free_port": "_vllm_stack",
+    "listening_pid": "_vllm_stack",
 }
 
 __all__ = [
@@ -136,7 +138,9 @@ __all__ = [
     "create_server_app",
     "create_stub_app",
     "episode_to_rows",
+    "free_port",
     "gather_log_probs",
+    "listening_pid",
     "make_tiny_model",
     "near_window_probe",
     "open_inference_stack",
@@ -255,6 +259,8 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers (a test keeps bo
     from forge_rollout._vllm_stack import (
         InferenceStack,
         VLLMStack,
+        free_port,
+        listening_pid,
         open_inference_stack,
     )
 
