@@ -138,3 +138,8 @@ def test_the_trainer_joins_a_running_cluster_and_leaves_it_running(tiny_model, t
             ray.shutdown()
     finally:
         subprocess.run([ray_cli, "stop", "--force"], capture_output=True, timeout=120)
+        deadline = time.monotonic() + 60  # the next test starts its own Ray: let this one go
+        while time.monotonic() < deadline and any(
+            "raylet" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])
+        ):
+            time.sleep(1)

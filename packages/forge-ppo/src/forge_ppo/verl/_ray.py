@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -18,6 +19,9 @@ CONNECT_TIMEOUT_S = 5.0
 # /work/main/.nox/verl/tmp) `ray.init` was measured to hang for good while connecting, so a
 # local cluster gets a short one (FORGE_RAY_TMPDIR overrides)
 RAY_TMPDIR = "/tmp/forge-ray"
+# Ray waits a hard-coded 30 s for a new raylet to register (node.py:428); on a loaded 2-core
+# machine that was measured to run out: a local start is tried this many times
+START_ATTEMPTS = 3
 
 
 class RayUnavailableError(RuntimeError):
@@ -64,12 +68,29 @@ def start_ray(spec: RunSpec, topology: VerlTopology, env: dict[str, str]) -> Ray
         return RayCluster(address=address, started=False)
     cpus = topology.world_size if topology.device == "cpu" else None
     gpus = topology.world_size if topology.device == "cuda" else None
-    context = ray.init(
-        num_cpus=cpus,
-        num_gpus=gpus,
-        include_dashboard=False,
-        runtime_env=runtime_env,
-        log_to_driver=True,
-        _temp_dir=os.environ.get("FORGE_RAY_TMPDIR", RAY_TMPDIR),
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            context = ray.init(
+                num_cpus=cpus,
+                num_gpus=gpus,
+                include_dashboard=False,
+                runtime_env=runtime_env,
+                log_to_driver=True,
+                _temp_dir=os.environ.get("FORGE_RAY_TMPDIR", RAY_TMPDIR),
+            )
+            return RayCluster(address=context.address_info.get("address", "local"), started=True)
+        except Exception as error:  # Ray raises a bare Exception for this one
+            if "timed out during startup" not in str(error):
+                raise
+            ray.shutdown()
+            print(
+                f"FORGE_RAY_START attempt={attempt} raylet registration timed out (Ray waits "
+                "30 s); retrying",
+                file=sys.stderr,
+                flush=True,
+            )
+    raise RayUnavailableError(
+        f"a local Ray cluster: expected its raylet to register within Ray's 30 s, "
+        f"{START_ATTEMPTS} times; found a timeout each time (an overloaded machine?); fix: stop "
+        "other jobs, or start Ray yourself (`ray start --head`) and set resources.ray_address"
     )
-    return RayCluster(address=context.address_info.get("address", "local"), started=True)
