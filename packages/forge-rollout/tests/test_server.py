@@ -148,3 +148,18 @@ def test_models_health_tokenize(server_url, chat, post, http) -> None:
     text = post(f"{server_url}/tokenize", {"prompt": "hello world"})[1]
     back = post(f"{server_url}/detokenize", {"tokens": text["tokens"]})[1]
     assert back["prompt"] == "hello world"
+
+
+def test_generation_worker_has_its_own_torch_threads(engine) -> None:
+    """The generate worker runs with the app's `threads` (1 by default); the caller's thread
+    (an in-process trainer) keeps its own count."""
+    from forge_rollout._server import WORKER, create_server_app
+
+    before = torch.get_num_threads()
+    for threads in (1, 2):
+        app = create_server_app(engine, threads)
+        assert app[WORKER].submit(torch.get_num_threads).result() == threads
+        app[WORKER].shutdown()
+    assert torch.get_num_threads() == before
+    with pytest.raises(AssertionError, match=r"threads \(0\) must be >= 1"):
+        create_server_app(engine, 0)

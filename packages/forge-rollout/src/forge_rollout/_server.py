@@ -15,6 +15,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
+import torch
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
@@ -298,11 +299,23 @@ async def unload_lora_adapter(request: web.Request) -> web.Response:
     return web.Response(text=f"Success: LoRA adapter '{name}' removed successfully.")
 
 
-def create_server_app(engine: Engine) -> web.Application:
-    """The aiohttp application serving `engine` (run it with `run_app_in_thread` or aiohttp)."""
+def create_server_app(engine: Engine, threads: int = 1) -> web.Application:
+    """The aiohttp application serving `engine` (run it with `run_app_in_thread` or aiohttp).
+
+    `threads`: torch intra-op threads of the generation worker, set in that thread only (torch
+    keeps the count per thread), so an in-process server (LocalStack) decodes like
+    `forge-rollout serve --threads 1` without touching the trainer's threads. One token at a
+    time on a small model is latency-bound: on this 2-core machine under load, 2 spinning
+    OpenMP threads made a 160-token reply ~67 s; one thread ~3 s."""
+    assert threads >= 1, f"threads ({threads}) must be >= 1"
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[ENGINE] = engine
-    app[WORKER] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forge-generate")
+    app[WORKER] = ThreadPoolExecutor(
+        max_workers=1,
+        thread_name_prefix="forge-generate",
+        initializer=torch.set_num_threads,
+        initargs=(threads,),
+    )
     app[TOKENIZER] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forge-tokenize")
 
     async def shutdown(app: web.Application) -> None:
