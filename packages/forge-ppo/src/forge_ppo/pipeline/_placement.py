@@ -90,15 +90,18 @@ def _ray_actors() -> tuple[list[dict[str, Any]], float] | None:
 
 
 def _actor_environ(actor: dict[str, Any]) -> dict[str, str]:
-    """An actor process's environment, read by a task on the actor's node."""
+    """An actor process's environment: from /proc when it runs on this node, else read by a
+    task pinned to the actor's node."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     node = actor["Address"]["NodeID"]
+    if node == ray.get_runtime_context().get_node_id():
+        return _environ(int(actor["Pid"]))
     read = ray.remote(num_cpus=0)(_environ).options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False)
     )
-    return ray.get(read.remote(int(actor["Pid"])), timeout=60)
+    return ray.get(read.remote(int(actor["Pid"])), timeout=180)
 
 
 def trainer_placement(spec: RunSpec, trainer: Trainer) -> TrainerPlacement:
