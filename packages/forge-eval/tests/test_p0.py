@@ -40,9 +40,10 @@ def test_p0_64k_stops_at_preflight_before_a_run_folder(
     assert main(["p0", "--config", "p0-64k", "--run-dir", str(run_dir)]) != 0
     err = capsys.readouterr().err
     assert "P0_PREFLIGHT_PASSED" in err
-    assert "preflight.backend.inference" in err and "'vllm'" in err
+    # vLLM is driven now (found through $FORGE_VLLM_PYTHON); Kubernetes is not, for P0
+    assert "[preflight.backend.inference.vllm]" in err and "FORGE_VLLM_PYTHON" in err
     assert "preflight.backend.sandbox" in err and "'kubernetes'" in err
-    assert err.count("[preflight.backend.inference]") == 1  # printed once, not twice
+    assert err.count("[preflight.backend.inference.vllm]") == 1  # printed once, not twice
     assert not run_dir.exists() and not (tmp_path / "runs").exists()
 
 

@@ -16,9 +16,8 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from forge_gates._checks import Check, Violation
 from forge_gates._gates import Gate
@@ -28,49 +27,41 @@ ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
 ALLOC_CONF = "expandable_segments:False"
 
 
-class _Measured(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class LaunchedServer(_Measured):
+@dataclass(frozen=True, kw_only=True)
+class LaunchedServer:
     """One inference server as it runs: read from its process, not from its spec."""
 
-    url: str = Field(description="Where it answers.")
-    pid: int | None = Field(description="Its process (None: connected to, not launched here).")
-    gpus: tuple[str, ...] | None = Field(
-        description="GPU ids it can use (its CUDA_VISIBLE_DEVICES; every visible GPU when unset; "
-        "None: not measurable)."
-    )
-    max_num_seqs: int | None = Field(description="--max-num-seqs it was started with.")
-    max_model_len: int | None = Field(description="The window it reports.")
+    url: str  # Where it answers.
+    pid: int | None  # Its process (None: connected to, not launched here).
+    # GPU ids it can use (its CUDA_VISIBLE_DEVICES; every visible GPU when unset; None: not
+    # measurable, a server on another host)
+    gpus: tuple[str, ...] | None
+    max_num_seqs: int | None  # --max-num-seqs it was started with.
+    max_model_len: int | None  # The window it reports.
 
 
-class TrainerPlacement(_Measured):
+@dataclass(frozen=True, kw_only=True)
+class TrainerPlacement:
     """Where the trainer's processes run, read back from them (Ray's actor table, /proc)."""
 
-    backend: str = Field(description="backends.trainer of the built trainer.")
-    device: str = Field(description="cpu | cuda, as the built trainer reports it.")
-    world_size: int = Field(ge=1, description="Ranks the built trainer reports.")
-    processes: int = Field(ge=1, description="Trainer processes found (driver or Ray actors).")
-    gpus: tuple[str, ...] = Field(
-        description="GPU ids the trainer's processes can use (union over processes)."
-    )
-    ray_gpus: float | None = Field(description="GPUs in the trainer's Ray cluster (None: no Ray).")
-    rollout_actors: tuple[str, ...] = Field(
-        description="Ray actors of the trainer's cluster that are rollout replicas (class names)."
-    )
-    alloc_conf: tuple[str | None, ...] = Field(
-        description=f"{ALLOC_CONF_ENV} in each trainer process (None: unset)."
-    )
+    backend: str  # backends.trainer of the built trainer.
+    device: str  # cpu | cuda, as the built trainer reports it.
+    world_size: int  # Ranks the built trainer reports.
+    processes: int  # Trainer processes found (driver or Ray actors).
+    gpus: tuple[str, ...]  # GPU ids the trainer's processes can use (union over processes).
+    ray_gpus: float | None  # GPUs in the trainer's Ray cluster (None: no Ray).
+    rollout_actors: tuple[str, ...]  # Ray actors of the run that are rollout replicas (classes)
+    alloc_conf: tuple[str | None, ...]  # PYTORCH_CUDA_ALLOC_CONF per trainer process (None: unset)
 
 
-class RolloutTopology(_Measured):
+@dataclass(frozen=True, kw_only=True)
+class RolloutTopology:
     """Everything the separated-rollout gate judges."""
 
-    visible_gpus: tuple[str, ...] = Field(description="GPU ids this host exposes to the run.")
-    trainer: TrainerPlacement = Field(description="The trainer as built.")
-    servers: tuple[LaunchedServer, ...] = Field(description="Inference servers started.")
-    async_rollout: bool = Field(description="True when rollouts do not wait for the new adapter.")
+    visible_gpus: tuple[str, ...]  # GPU ids this host exposes to the run.
+    trainer: TrainerPlacement  # The trainer as built.
+    servers: tuple[LaunchedServer, ...]  # Inference servers started.
+    async_rollout: bool  # True when rollouts do not wait for the new adapter.
 
 
 def visible_gpus(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
