@@ -68,7 +68,9 @@ def _serve(args: argparse.Namespace) -> int:
     except EngineError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    return serve_forever(create_server_app(engine, args.threads), args.host, args.port, "FORGE_SERVE")
+    return serve_forever(
+        create_server_app(engine, args.threads), args.host, args.port, "FORGE_SERVE"
+    )
 
 
 def _gateway(args: argparse.Namespace) -> int:
