@@ -8,8 +8,6 @@ import re
 import tokenize
 from pathlib import Path
 
-import pytest
-
 from forge_gates import PENDING, Gate, load_spec, phase_contract, read_config, shipped_configs
 from forge_gates._spec import RunSpec
 
@@ -84,6 +82,9 @@ def test_gate_names_are_never_spelled_out_outside_the_registry() -> None:
     assert not spelled, "use forge_gates.Gate members:\n" + "\n".join(spelled)
 
 
-@pytest.mark.parametrize("gate", list(PENDING))
-def test_pending_gates_say_what_will_write_them(gate: Gate) -> None:
-    assert PENDING[gate] and gate in Gate
+def test_pending_gates_say_what_will_write_them() -> None:
+    """A gate no code writes yet is listed with what will write it (none is pending now: the
+    vLLM backend records the separated-rollout gate)."""
+    for gate, writer in PENDING.items():
+        assert writer and gate in Gate, gate
+    assert Gate.PPO_SEPARATED_ROLLOUT_GATE_PASSED not in PENDING
