@@ -24,7 +24,7 @@ from forge_eval import mcnemar_exact_p, wilson_interval
 from forge_gates import RunSpec, atomic_write_json, atomic_write_text
 from forge_ppo.local._models import build_local_trainer
 from forge_ppo.pipeline._rollouts import episode_outcomes
-from forge_ppo.sft._build import resolve_warm_start
+from forge_ppo.sft._build import SFT_THREADS, resolve_warm_start, torch_threads
 from forge_rollout import (
     POLICY_NAME,
     LocalStack,
@@ -84,7 +84,15 @@ def paired(before: dict[str, list[int]], after: dict[str, list[int]]) -> dict[st
 def run_learn(
     spec: RunSpec, *, out: Path, cache_dir: Path, attempts: int, max_updates: int, budget_s: float
 ) -> dict[str, Any]:
-    """Run the learn experiment into `out` (replaced); returns the report."""
+    """Run the learn experiment into `out` (replaced); returns the report. On one torch thread,
+    like the demo policy's build (`SFT_THREADS`: the tiny model's ops are too small to share)."""
+    with torch_threads(SFT_THREADS):
+        return _run_learn(spec, out, cache_dir, attempts, max_updates, budget_s)
+
+
+def _run_learn(
+    spec: RunSpec, out: Path, cache_dir: Path, attempts: int, max_updates: int, budget_s: float
+) -> dict[str, Any]:
     assert spec.ppo is not None, "learn needs a training spec with [ppo]"
     try:
         import matplotlib  # noqa: F401  (learn.png; checked before any episode runs)
@@ -122,6 +130,8 @@ def run_learn(
                 "step": step, "success": solved / len(summary.rewards),
                 "episodes": len(summary.rewards), "ev": result.metrics.get(EV),
                 "advantage_std": result.metrics.get("critic/observability/advantages_std"),
+                "approx_kl": result.metrics.get("actor/ppo_kl"),
+                "clipfrac": result.metrics.get("actor/pg_clipfrac"),
                 "seconds": time.perf_counter() - started,
             })  # fmt: skip
             print(f"LEARN_UPDATE {updates[-1]}", flush=True)
