@@ -174,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         "on = refuse to start without it",
     )
     train.set_defaults(run=_train)
-    from forge_ppo.sft._cli import add_sft_commands  # `sft` and `learn` (forge_ppo.sft)
+    from forge_ppo.sft.cli import add_sft_commands  # `sft` and `learn` (forge_ppo.sft)
 
     add_sft_commands(sub, _quiet_libraries, apply_overrides)
     return use_help_formatter(parser)

@@ -24,6 +24,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
 from forge_gates import RunSpec
 from forge_rollout import (
     AgentConfig,
@@ -101,8 +103,6 @@ def scripted_upstream(tokenizer: Any, replies: dict[str, list[str]], window: int
     """An OpenAI-compatible upstream (`/v1/completions` on token ids) that answers as the
     scripted oracle policy: the task is found by its instruction in the prompt, the call index
     by the number of user turns; token ids are the canonical encoding of the reply + eos."""
-    from aiohttp import web
-
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
 
     def reply(text: str) -> str:

@@ -1,4 +1,5 @@
-"""`forge-ppo sft` (build or find the demo policy) and `forge-ppo learn` (PPO from it)."""
+"""`forge-ppo sft` (build or find the demo policy) and `forge-ppo learn` (PPO from it): a CLI
+face, so its heavy imports stay inside the commands."""
 
 from __future__ import annotations
 
@@ -37,12 +38,16 @@ def add_sft_commands(sub, quiet: Callable[[], None], overrides) -> None:
         checkpoint = resolve_demo_policy(spec, resolve_model(spec, args.cache_dir), args.cache_dir)
         report = json.loads((checkpoint.parent.parent / REPORT_NAME).read_text())
         rate = report["train_success_t1"]
-        print(json.dumps(report, indent=2) if args.json else (
-            f"demo policy  {checkpoint}\nsft steps    {report['sft_result']['steps']} "
-            f"(estimated T=1 success {report['sft_result']['estimated_success']:.3f})\n"
-            f"train T=1    {rate['successes']}/{rate['attempts']} = {rate['rate']:.3f} "
-            f"[{rate['wilson_low']:.3f}, {rate['wilson_high']:.3f}] (Wilson 95%)"
-        ))  # fmt: skip
+        print(
+            json.dumps(report, indent=2)
+            if args.json
+            else (
+                f"demo policy  {checkpoint}\nsft steps    {report['sft_result']['steps']} "
+                f"(estimated T=1 success {report['sft_result']['estimated_success']:.3f})\n"
+                f"train T=1    {rate['successes']}/{rate['attempts']} = {rate['rate']:.3f} "
+                f"[{rate['wilson_low']:.3f}, {rate['wilson_high']:.3f}] (Wilson 95%)"
+            )
+        )
         return 0
 
     def learn(args: argparse.Namespace) -> int:
@@ -52,8 +57,14 @@ def add_sft_commands(sub, quiet: Callable[[], None], overrides) -> None:
         spec = _spec(args, overrides)
         if spec is None:
             return 1
-        run_learn(spec, out=args.out, cache_dir=args.cache_dir, attempts=args.attempts,
-                  max_updates=args.max_updates, budget_s=args.budget_s)  # fmt: skip
+        run_learn(
+            spec,
+            out=args.out,
+            cache_dir=args.cache_dir,
+            attempts=args.attempts,
+            max_updates=args.max_updates,
+            budget_s=args.budget_s,
+        )
         return 0
 
     for name, run, text in (
@@ -63,12 +74,28 @@ def add_sft_commands(sub, quiet: Callable[[], None], overrides) -> None:
         p = sub.add_parser(name, help=text)
         default = "smoke-local" if name == "sft" else "formal-learn-local"
         p.add_argument("--config", default=default, help="shipped config name or spec file")
-        p.add_argument("--cache-dir", type=Path, default=Path(".cache/forge"))
-        p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+        p.add_argument(
+            "--cache-dir",
+            type=Path,
+            default=Path(".cache/forge"),
+            help="where the tiny model and the demo policy are cached",
+        )
+        p.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override one spec field (repeatable), e.g. ppo.actor_lr=1e-4",
+        )
         if name == "sft":
             p.add_argument("--json", action="store_true", help="print the whole report")
         else:
-            p.add_argument("--out", type=Path, default=Path("runs/learn/latest"))
+            p.add_argument(
+                "--out",
+                type=Path,
+                default=Path("runs/learn/latest"),
+                help="folder for learn.json, learn.md and learn.png",
+            )
             p.add_argument("--attempts", type=int, default=8, help="T=1 episodes per task")
             p.add_argument("--max-updates", type=int, default=12, help="stopping rule: cap")
             p.add_argument("--budget-s", type=float, default=1500.0, help="stop updating after")
