@@ -129,3 +129,15 @@ def test_cpu_ranks_must_divide_the_batch_and_belong_to_the_verl_trainer() -> Non
     (v,) = [v for v in violations if v.rule == "backends.trainer.cpu_ranks"]
     assert "trainer_cpu_ranks = 2" in v.found and "'local'" in v.found
     assert load_spec("smoke-verl-cpu").resources.trainer_world_size == 2
+
+
+def test_a_verl_run_must_prove_its_ranks_loaded_the_weights() -> None:
+    from forge_gates import Gate, phase_contract
+
+    verl = [r.gate for r in phase_contract("smoke", load_spec("smoke-verl-cpu"))]
+    local = [r.gate for r in phase_contract("smoke", load_spec("smoke-local"))]
+    assert Gate.PPO_TRAINER_RANKS_LOAD_PASSED in verl
+    assert Gate.PPO_TRAINER_RANKS_LOAD_PASSED not in local
+    # after any warm start, before the budgets read back from the built workers
+    at = verl.index(Gate.PPO_TRAINER_RANKS_LOAD_PASSED)
+    assert at < verl.index(Gate.PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED)

@@ -72,7 +72,8 @@ def test_a_verl_run_warm_starts_from_it_on_every_rank(saved, tiny_model, tmp_pat
     finally:
         trainer.close()
     ledger = list(read_jsonl(tmp_path / "gates.jsonl"))
-    loads = [g for g in ledger if g["gate"] == "PPO_ACTOR_LORA_LOAD_PASSED"]
+    assert [g["gate"] for g in ledger].count("PPO_ACTOR_LORA_LOAD_PASSED") == 1  # the file
+    loads = [g for g in ledger if g["gate"] == "PPO_TRAINER_RANKS_LOAD_PASSED"]
     assert any(
         g["fields"].get("backend") == "verl" and g["fields"].get("ranks") == 2 for g in loads
     ), loads

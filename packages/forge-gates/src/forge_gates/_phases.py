@@ -47,6 +47,14 @@ def _warm_start(spec: RunSpec | None) -> list[Requirement]:
     ]
 
 
+def _ranks(spec: RunSpec | None) -> list[Requirement]:
+    """A distributed trainer (verl) proves, once its workers are built, that every rank holds
+    exactly the weights it was given (fresh or warm-started): after any warm start."""
+    if spec is None or spec.backends.trainer != "verl":
+        return []
+    return [Requirement(Gate.PPO_TRAINER_RANKS_LOAD_PASSED)]
+
+
 def _separated(spec: RunSpec | None) -> list[Requirement]:
     """A run served by vLLM (always so with a separate rollout GPU) proves its topology as
     launched: recorded once the trainer is built (its Ray resources), before any budget gate."""
@@ -67,6 +75,7 @@ def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requiremen
             *start,
             Requirement(Gate.PPO_CONTEXT_GUARD_PASSED),
             *_warm_start(spec),
+            *_ranks(spec),
             *_separated(spec),
             # read back from the built trainer, so after the models (and any warm start)
             Requirement(Gate.PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED),
@@ -84,6 +93,7 @@ def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requiremen
             Requirement(Gate.TRAIN_FULL_DATASET_GATE_PASSED),
             Requirement(Gate.PPO_CONTEXT_GUARD_PASSED),
             *_warm_start(spec),
+            *_ranks(spec),
             *_separated(spec),
             Requirement(Gate.PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED),
             Requirement(Gate.TRAIN_EPOCH_COVERAGE, *epochs),

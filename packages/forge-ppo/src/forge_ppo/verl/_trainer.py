@@ -183,11 +183,12 @@ class VerlTrainer:
         )
 
     def _check_loaded(self) -> None:
-        """PPO_ACTOR_LORA_LOAD_PASSED ranks=N: on every rank the actor's adapter and the
-        critic's tensors equal the mirror's (the warm-start file's), no meta tensor, finite."""
+        """PPO_TRAINER_RANKS_LOAD_PASSED ranks=N: on every rank the actor's adapter and the
+        critic's tensors equal the mirror's (after a warm start: the file's, which the mirror's
+        PPO_ACTOR_LORA_LOAD_PASSED proved), no meta tensor, all finite."""
         want_actor = tensor_fingerprint(adapter_state_dict(self.actor.model))
         want_critic = tensor_fingerprint(to_verl_critic(self.critic.state_dict()))
-        check = Check(Gate.PPO_ACTOR_LORA_LOAD_PASSED)
+        check = Check(Gate.PPO_TRAINER_RANKS_LOAD_PASSED)
         for part, want in (("actor", want_actor), ("critic", want_critic)):
             for rank in self._groups[part].forge_fingerprint():
                 r = rank["rank"]
