@@ -7,10 +7,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_readme_says_the_demo_model_solves_nothing_and_where_learning_is_shown() -> None:
+def test_readme_says_what_the_demo_policy_solves_and_where_learning_is_shown() -> None:
+    """The local configs start from the demo policy (issue 18): the README says so, names its
+    measured train success, that the first smoke builds it, and where learning is measured."""
     text = " ".join((ROOT / "README.md").read_text().split())
-    assert "The tiny demo model solves nothing." in text
-    assert "every reward is 0" in text
+    assert "The demo policy solves some tasks." in text
+    assert "that solves nothing" in text  # the tiny base itself
+    assert "demo-policy.json" in text and "Wilson 95%" in text
+    assert "the first `nox -s ppo_smoke` pays for it" in text
     learning = "packages/forge-ppo/tests/test_learning.py"
     assert learning in text and (ROOT / learning).is_file()
-    assert "A session `learn` on a real small model" in text
+    assert "| `learn` |" in text and "learn.json" in text
