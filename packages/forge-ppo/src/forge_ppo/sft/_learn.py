@@ -120,6 +120,7 @@ def _run_learn(
         stop = "max_updates"
         for step in range(1, max_updates + 1):
             job = out / "episodes" / f"step_{step:04d}"
+            assert spec.ppo is not None  # (spec was rebound above: mypy's narrowing is gone)
             summary = _episodes(spec, live, tasks, job, spec.ppo.rollouts_per_task)
             rows, _ = rows_from_job(job)
             result = trainer.update(rows, step, episodes=episode_outcomes([job]))
@@ -153,7 +154,8 @@ def _run_learn(
         "paired": paired(before, after), "updates": updates,
         "wall_s": time.perf_counter() - started,
     }  # fmt: skip
-    report["intervals_apart"] = report["after"]["wilson_low"] > report["before"]["wilson_high"]
+    before_rate, after_rate = pass_at_1(before), pass_at_1(after)
+    report["intervals_apart"] = after_rate["wilson_low"] > before_rate["wilson_high"]
     atomic_write_json(out / "learn.json", report)
     atomic_write_text(out / "learn.md", table(report))
     plot(report, out / "learn.png")
