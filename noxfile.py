@@ -716,9 +716,10 @@ def verl(session: nox.Session) -> None:
     # the warm start, with a small KL to the reference (the actor with its adapter disabled)
     _train(
         session,
-        "smoke-verl-cpu",
+        "smoke-local",  # the soak's own LoRA settings (soak-local's), so the warm start matches
         f"runs/verl/{stamp}-warm-kl",
         "smoke",
+        *verl_soak,
         "--warm-start",
         f"{soak}/checkpoints/global_step_3",
         "--set",
