@@ -29,6 +29,7 @@ from forge_gates import (
     Gate,
     GateError,
     LoRASpec,
+    RunSpec,
     Violation,
     atomic_write_json,
     file_sha256,
@@ -222,3 +223,32 @@ def _write_payload(
             bytes=path.stat().st_size, sha256=file_sha256(path)
         )
     return files
+
+
+def save_run_checkpoint(
+    root: Path,
+    spec: RunSpec,
+    *,
+    step: int,
+    actor: PeftModel,
+    base_model: str,
+    critic: ValueModel,
+    record: UpdateRecord,
+    parent: ParentCheckpoint | None,
+    run_dir: Path,
+) -> Path:
+    """`save_checkpoint` with the run spec's LoRA, checkpoint and critic-dtype settings (what
+    every trainer's `save` does)."""
+    return save_checkpoint(
+        root,
+        step=step,
+        actor=actor,
+        critic=critic,
+        update=record,
+        base_model=base_model,
+        lora_spec=spec.lora,
+        checkpoint_spec=spec.checkpoint,
+        critic_dtype=spec.model.critic_dtype,
+        parent=parent,
+        run_dir=run_dir,
+    )

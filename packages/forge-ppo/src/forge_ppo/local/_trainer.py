@@ -26,7 +26,7 @@ from forge_ppo.algo._gae import compute_gae, masked_whiten
 from forge_ppo.algo._losses import check_loss_inputs
 from forge_ppo.algo._metrics import masked_entropy_mean
 from forge_ppo.algo._observability import EpisodeOutcome
-from forge_ppo.checkpoint._save import save_checkpoint
+from forge_ppo.checkpoint._save import save_run_checkpoint
 from forge_ppo.checkpoint._summary import ParentCheckpoint
 from forge_ppo.checkpoint._update import UpdateRecord, UpdateTracker
 from forge_ppo.local._actor import Actor
@@ -93,16 +93,14 @@ class PPOTrainer:
 
     def save(self, root: Path, *, step: int, record: UpdateRecord, run_dir: Path) -> Path:
         """`root/global_step_<step>` in Forge's layout (PPO_COMPACT_CHECKPOINT_PASSED)."""
-        return save_checkpoint(
+        return save_run_checkpoint(
             root,
+            self.spec,
             step=step,
             actor=self.actor.model,
-            critic=self.critic,
-            update=record,
             base_model=self.actor.base_model,
-            lora_spec=self.spec.lora,
-            checkpoint_spec=self.spec.checkpoint,
-            critic_dtype=self.spec.model.critic_dtype,
+            critic=self.critic,
+            record=record,
             parent=self.parent,
             run_dir=run_dir,
         )

@@ -21,7 +21,7 @@ import os
 import time
 from collections.abc import Sequence
 from functools import partial
-from math import gcd
+from math import lcm
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ from forge_ppo.algo._errors import PPOInputError
 from forge_ppo.algo._gae import compute_gae, masked_whiten
 from forge_ppo.algo._observability import EpisodeOutcome
 from forge_ppo.checkpoint._adapter import adapter_state_dict, tensor_fingerprint
-from forge_ppo.checkpoint._save import save_checkpoint
+from forge_ppo.checkpoint._save import save_run_checkpoint
 from forge_ppo.checkpoint._update import UpdateRecord, UpdateTracker
 from forge_ppo.local._models import build_models
 from forge_ppo.local._update_metrics import batch_metrics, critic_metrics, episode_outcomes
@@ -167,11 +167,11 @@ class VerlTrainer:
                 raise GateError(
                     Gate.PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED,
                     [
-                        _violation(
-                            f"budget.{name}.ranks",
-                            "every rank with the same budgets",
-                            ranks,
-                            "rebuild the workers from one config",
+                        Violation(
+                            rule=f"budget.{name}.ranks",
+                            expected="every rank with the same budgets",
+                            found=str(ranks),
+                            fix="rebuild the workers from one config",
                         )
                     ],
                 )
@@ -265,7 +265,7 @@ class VerlTrainer:
         world = self.topology.world_size
         actor_minis = max(ppo.batch_size // ppo.actor_mini_batch_size, 1)
         critic_minis = max(ppo.batch_size // ppo.critic_mini_batch_size, 1)
-        divisor = world * _lcm(actor_minis, critic_minis)
+        divisor = world * lcm(actor_minis, critic_minis)
         tensors, uids = rows_to_tensors(kept, pad_to=divisor)
         batch = DataProto.from_dict(tensors=tensors, non_tensors={"uid": uids})
         mask = tensors["response_mask"].bool()
@@ -340,27 +340,23 @@ class VerlTrainer:
     def save(self, root: Path, *, step: int, record: UpdateRecord, run_dir: Path) -> Path:
         """Forge's layout from the mirror: PEFT adapter, critic weights (spec dtype), summary;
         no verl shards, no optimizer state."""
-        return save_checkpoint(
+        return save_run_checkpoint(
             root,
+            self.spec,
             step=step,
             actor=self.actor.model,
-            critic=self.critic,
-            update=record,
             base_model=self.actor.base_model,
-            lora_spec=self.spec.lora,
-            checkpoint_spec=self.spec.checkpoint,
-            critic_dtype=self.spec.model.critic_dtype,
+            critic=self.critic,
+            record=record,
             parent=self.parent,
             run_dir=run_dir,
         )
 
     def close(self) -> None:
         """Kill the worker actors and stop a Ray this trainer started (idempotent)."""
-        for name in ("all",):
-            group = self._groups.get(name)
-            if group is not None:
-                for worker in group.workers:
-                    ray.kill(worker, no_restart=True)
+        group = self._groups.get("all")
+        for worker in group.workers if group is not None else ():
+            ray.kill(worker, no_restart=True)
         self._groups = {}
         if self._cluster is not None:
             self._cluster.stop()
@@ -429,10 +425,6 @@ class VerlTrainer:
         self.critic.load_state_dict(from_verl_critic(critic), strict=True)
 
 
-def _lcm(a: int, b: int) -> int:
-    return a * b // gcd(a, b)
-
-
 def _mean_metrics(out: dict[str, Any], prefix: str) -> dict[str, float]:
     """verl's per-micro-batch metric lists -> one mean per name, under `prefix`."""
     metrics: dict[str, float] = {}
@@ -442,10 +434,6 @@ def _mean_metrics(out: dict[str, Any], prefix: str) -> dict[str, float]:
         if numbers:
             metrics[prefix + key.removeprefix(prefix)] = sum(numbers) / len(numbers)
     return metrics
-
-
-def _violation(rule: str, expected: object, found: object, fix: str) -> Violation:
-    return Violation(rule=rule, expected=str(expected), found=str(found), fix=fix)
 
 
 def build_verl_trainer(spec: RunSpec, model_dir: Path, run_dir: Path) -> VerlTrainer:
