@@ -59,6 +59,8 @@ LAZY_THIRD_PARTY: dict[str, str] = {
     "only when VERL_PLATFORM=cpu asks for the CPU platform",
     "ray": "optional `verl` extra of forge-ppo: the pipeline reads the trainer's Ray cluster "
     "(actor table, actor environments) only when the trainer started or joined one",
+    "gguf": "optional `smollm2` extra of forge-rollout: only the SmolLM2 conversion reads the "
+    "GGUF's metadata",
 }
 # first-party modules a function may import lazily (an optional engine), with the reason
 LAZY_FIRST_PARTY: dict[str, str] = {

@@ -60,6 +60,7 @@ def test_the_record_matches_the_wheel_and_the_files(source, model_dir: Path) -> 
     assert record["source"]["gguf_sha256"] == source.sha256
     assert record["converter"] == sm.converter_versions()
     assert record["logits_check"]["passed"] and record["logits_check"]["max_abs_diff"] <= TOLERANCE
+    assert all(" -> " in change for change in record["tokenizer_fixes"])
     assert model_dir.name == f"smollm2-{sm.cache_key(source, sm.converter_versions())}"
     assert {"model.safetensors", "config.json", "tokenizer.json"} <= set(record["files"])
     assert sm.verify_folder(model_dir) == []
@@ -71,13 +72,21 @@ def test_the_record_matches_the_wheel_and_the_files(source, model_dir: Path) -> 
 def test_the_tokenizer_round_trips_and_uses_chatml(reference, engine) -> None:
     ref_tokenizer, _ = reference
     tokenizer = engine.tokenizer
-    samples = ["hello world", "  two  spaces\n\n\ttab", "ünïcödé ✓ 日本語 🙂", "x = [1, 2]\n"]
+    samples = [
+        "hello world",
+        "  two  spaces\n\n\ttab",
+        "ünïcödé ✓ 日本語 🙂",
+        "x = [1, 2]\n",
+        "echo a , b ; it 's 'quoted' .",
+    ]  # fmt: skip  (no clean-up of spaces on decode)
     for text in samples:
         ids = tokenizer.encode(text, add_special_tokens=False)
         assert ids == ref_tokenizer.encode(text, add_special_tokens=False)
         assert tokenizer.decode(ids) == text
-    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.eos_token_id == 2
-    assert engine.eos_ids == frozenset({2})
+    # the GGUF's metadata: bos 1, eos 2, unk 0, pad 2 (whatever this transformers reads)
+    assert (tokenizer.eos_token, tokenizer.eos_token_id) == ("<|im_end|>", 2)
+    assert (tokenizer.bos_token, tokenizer.pad_token) == ("<|im_start|>", "<|im_end|>")
+    assert tokenizer.unk_token == "<|endoftext|>" and engine.eos_ids == frozenset({2})
     assert tokenizer.chat_template == ref_tokenizer.chat_template
     rendered = tokenizer.apply_chat_template(
         [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True

