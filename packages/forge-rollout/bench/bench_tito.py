@@ -12,10 +12,13 @@
    as it is (`--no-tito`: the upstream re-tokenises the text) are reported without a target.
 2. The gateway with 32K-token prompts, each server in its own process: 8 sessions of 20-call
    episodes (prompt ~32K tokens, growing) through `forge-rollout gateway --tokenizer`, against
-   the same upstream requests sent directly (token-id prompts of the same lengths). The
-   upstream is the stub with a fixed model time per call (`--latency-ms`, far below a real 32K
-   prefill) so the closed loop measures added latency, not the stub's throughput. p50 added
-   latency = gateway p50 - direct p50. Trace bytes per episode token for 20-call vs 2-call
+   the same upstream requests sent directly (token-id prompts of the same lengths), each call
+   sent both ways in turn by its session (order alternating) so that both sets of latencies
+   come from the same minutes of the same machine. The upstream is the stub with a fixed model
+   time per call (`--latency-ms`, far below a real 32K prefill) so the closed loop measures
+   added latency, not the stub's throughput. p50 added latency = gateway p50 - direct p50
+   (the target); the median paired difference and the gateway's own overhead (its clock, less
+   the upstream time) are reported beside it. Trace bytes per episode token for 20-call vs 2-call
    episodes: linear growth means a ratio near 1 (full prompts per call would be ~10x).
 """
 
@@ -209,21 +212,49 @@ async def _sessions(url_of, bodies: list[list[bytes]], skip_first: bool) -> list
     """Every session sends its calls one after another, all sessions at once; latencies (ms)."""
     latencies: list[float] = []
     connector = aiohttp.TCPConnector(limit=0)
-    headers = {"Content-Type": "application/json"}
     async with aiohttp.ClientSession(connector=connector) as client:
 
         async def session(index: int) -> None:
             for call, body in enumerate(bodies[index]):
-                started = time.perf_counter()
-                async with client.post(url_of(index), data=body, headers=headers) as answer:
-                    await answer.read()
-                    if answer.status != 200:
-                        raise RuntimeError(f"expected 200; found {answer.status}")
+                took = await _post(client, url_of(index), body)
                 if call > 0 or not skip_first:
-                    latencies.append((time.perf_counter() - started) * 1000)
+                    latencies.append(took)
 
         await asyncio.gather(*(session(i) for i in range(len(bodies))))
     return latencies
+
+
+async def _post(client: aiohttp.ClientSession, url: str, body: bytes) -> float:
+    started = time.perf_counter()
+    async with client.post(url, data=body, headers={"Content-Type": "application/json"}) as answer:
+        await answer.read()
+        if answer.status != 200:
+            raise RuntimeError(f"expected 200 from {url}; found {answer.status}")
+    return (time.perf_counter() - started) * 1000
+
+
+async def _paired(direct_url: str, gateway_url_of, direct: list[bytes], chat: list[list[bytes]]):
+    """Every session sends each call both ways, one after the other (the order alternating by
+    call), all sessions at once: direct and gateway latencies come from the same minutes of
+    the same machine, and each call's pair gives a paired difference. The first call (the
+    gateway tokenizes the whole first prompt) is not timed."""
+    direct_ms: list[float] = []
+    gateway_ms: list[float] = []
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as client:
+
+        async def session(index: int) -> None:
+            for call, (row, body) in enumerate(zip(direct, chat[index], strict=True)):
+                ways = [(direct_url, row), (gateway_url_of(index), body)]
+                if (call + index) % 2:
+                    ways.reverse()
+                took = {url: await _post(client, url, data) for url, data in ways}
+                if call > 0:
+                    direct_ms.append(took[direct_url])
+                    gateway_ms.append(took[gateway_url_of(index)])
+
+        await asyncio.gather(*(session(i) for i in range(len(chat))))
+    return direct_ms, gateway_ms
 
 
 def _long_prompts(tmp: Path, tokenizer_dir: Path) -> dict[str, Any]:
@@ -237,7 +268,7 @@ def _long_prompts(tmp: Path, tokenizer_dir: Path) -> dict[str, Any]:
     try:
         stub, stub_url = helpers._spawn(
             [*cli, "stub-upstream", "--window", str(LONG_WINDOW), "--completion-tokens", "32",
-             "--latency-ms", str(LATENCY_MS)], "FORGE_STUB",
+             "--latency-ms", str(LATENCY_MS), "--forget-bodies"], "FORGE_STUB",
         )  # fmt: skip
         processes.append(stub)
         gateway, gateway_url = helpers._spawn(
@@ -261,12 +292,13 @@ def _long_prompts(tmp: Path, tokenizer_dir: Path) -> dict[str, Any]:
             rows.append(json.dumps({"model": "stub", "prompt": prompt, "max_tokens": 256,
                                     "temperature": 1.0, "logprobs": 0,
                                     "return_tokens_as_token_ids": True}).encode())  # fmt: skip
-        direct_bodies = [rows] * SESSIONS
-        direct = asyncio.run(
-            _sessions(lambda i: f"{stub_url}/v1/completions", direct_bodies, skip_first=True)
-        )
-        through = asyncio.run(
-            _sessions(lambda i: f"{gateway_url}/sessions/long-{i}/v1/chat/completions", chat, True)
+        direct, through = asyncio.run(
+            _paired(
+                f"{stub_url}/v1/completions",
+                lambda i: f"{gateway_url}/sessions/long-{i}/v1/chat/completions",
+                rows,
+                chat,
+            )
         )
         with urllib.request.urlopen(f"{gateway_url}/stats") as answer:
             gateway_stats = json.loads(answer.read())
@@ -305,6 +337,10 @@ def _long_prompts(tmp: Path, tokenizer_dir: Path) -> dict[str, Any]:
         "direct_p99_ms": round(helpers._percentile(direct, 99), 3),
         "gateway_p99_ms": round(helpers._percentile(through, 99), 3),
         "added_p50_ms": round(p50_gateway - p50_direct, 3),
+        "paired_difference_p50_ms": round(
+            statistics.median(g - d for g, d in zip(through, direct, strict=True)), 3
+        ),
+        "gateway_own_overhead_p50_ms": gateway_stats["gateway_overhead"]["p50_ms"],
         "gateway_stats": gateway_stats,
         "trace_bytes_per_token": {
             "2_calls": round(sizes[2], 2),

@@ -1,7 +1,8 @@
 """The gateway's token-in-token-out chat path (`GatewayConfig.tito` with a tokenizer).
 
-After the gateway's own parsing and max_tokens check: 3. render the messages to ids in a
-worker thread (sampled turns spliced in, `_tito`) and guard the window with that exact count,
+After the gateway's own parsing and max_tokens check: 3. render the messages to ids (sampled
+turns spliced in, `_tito`; only a large new text segment is tokenized in a worker thread) and
+guard the window with that exact count,
 4. call the upstream's `/v1/completions` with the ids, 5. pass errors through and record
 nothing, 6. write one trace per valid choice in the disk thread (the prompt as a delta on the
 turn it extends, its break cause), 7. answer with an ordinary chat completion.
@@ -29,6 +30,8 @@ from forge_rollout._traces import TraceFormatError
 
 if TYPE_CHECKING:
     from forge_rollout._gateway import Gateway
+
+INLINE_ENCODE_CHARS = 2048  # a warm session's new text tokenized on the loop up to this (~1 ms)
 
 
 def _json(status: int, body: dict[str, Any]) -> web.Response:
@@ -66,7 +69,18 @@ async def tito_completion(
         return _json(500, {"error": {"message": message, "type": "bad_trace", "code": 500}})
     pool = gw.counter.pool  # type: ignore[union-attr]  # a renderer implies TokenizerCounter
     try:
-        rendered = await loop.run_in_executor(pool, renderer.render, state, body)
+        # the template and the cut run on the loop (pure Python: a thread would only add GIL
+        # hand-offs); the new text of a warm session (an observation) is tokenized there too
+        # when small; a session's first prompt and any large text go to the pool, where the
+        # Rust tokenizer releases the GIL (a slow count never queues other sessions)
+        cut = renderer.cut(state, body)
+        missing = renderer.missing(state, cut)
+        warm = bool(state.segments)
+        if not warm or sum(len(text) for text in missing) > INLINE_ENCODE_CHARS:
+            encoded = await loop.run_in_executor(pool, renderer.encode, missing)
+        else:
+            encoded = renderer.encode(missing)
+        rendered = renderer.assemble(state, cut, encoded)
     except TooLong as error:
         gw.stats.guard_refused += 1
         bound = renderer.max_prompt_bytes // max(1, config.window)

@@ -1,6 +1,7 @@
 """Token-in-token-out: the gateway renders chat requests itself and splices in sampled ids.
 
-Per chat request of a session (`ChatRenderer.render`, run in a worker thread):
+Per chat request of a session (`ChatRenderer.render` = `cut`, `encode` of the new segments,
+`assemble`; the gateway runs only a large `encode` in a worker thread):
 
 1. every assistant message whose text is a completion this session was answered with (its
    trace) is replaced by a placeholder; the chat template renders the conversation to text;
@@ -123,6 +124,16 @@ class Rendered:
         return b"[" + b",".join(p.fragment for p in self.pieces if p.ids) + b"]"
 
 
+@dataclass(frozen=True)
+class Cut:
+    """A chat request rendered and cut, before tokenizing: text segments and sampled turns."""
+
+    items: list[Turn | str]
+    spliced: int
+    messages: tuple[tuple[str, str], ...]
+    unmatched_assistant: bool
+
+
 def _pick(candidates: list[Turn], keys: tuple[Key, ...], after: int) -> Turn:
     """Which of the turns sampled with this text the message is: the one sampled right after
     the prompt so far, else the first sampled after the previous turn, else the latest."""
@@ -184,16 +195,14 @@ class ChatRenderer:
 
     # -- rendering --------------------------------------------------------------------------
 
-    def _segment(self, state: SessionState, used: dict[str, Piece], text: str) -> Piece:
-        piece = state.segments.get(text)
-        if piece is None:
-            ids = list(self.tokenizer.encode(text, add_special_tokens=False))
-            piece = Piece(("text", text), ids, _fragment(ids))
-        used[text] = piece
-        return piece
-
     def render(self, state: SessionState, body: dict[str, Any]) -> Rendered:
         """The request's prompt as pieces (raises TooLong, or ValueError for bad messages)."""
+        cut = self.cut(state, body)
+        return self.assemble(state, cut, self.encode(self.missing(state, cut)))
+
+    def cut(self, state: SessionState, body: dict[str, Any]) -> Cut:
+        """Steps 1-2 without tokenizing: the rendered text cut into segments and sampled turns
+        (raises TooLong, or ValueError for bad messages). Cheap once a session is warm."""
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             found = type(messages).__name__ if not isinstance(messages, list) else "[]"
@@ -228,32 +237,63 @@ class ChatRenderer:
         parts = self.marker_re.split(text)
         order = [int(i) for i in parts[1::2]]
         if order != list(range(len(spliced))):
-            return self.render(SessionState(segments=state.segments), body)
+            return self.cut(SessionState(segments=state.segments), body)
         text_bytes = sum(len(p.encode("utf-8")) for p in parts[0::2])
         if text_bytes > self.max_prompt_bytes:
             raise TooLong(text_bytes)
-        used: dict[str, Piece] = {}
-        pieces: list[Piece] = []
+        items: list[Turn | str] = []
         after = -1
         keys: list[Key] = []
         for position, segment in enumerate(parts[0::2]):
             if position > 0:
                 picked = _pick(spliced[position - 1], tuple(keys), after)
                 after = picked.seq
-                pieces.append(picked.piece)
+                items.append(picked)
                 keys.append(picked.piece.key)
                 if picked.strip and segment.startswith(picked.strip):
                     segment = segment[len(picked.strip) :]
             if segment:
-                pieces.append(self._segment(state, used, segment))
-                keys.append(pieces[-1].key)
+                items.append(segment)
+                keys.append(("text", segment))
+        return Cut(
+            items=items,
+            spliced=len(spliced),
+            messages=tuple(_content_key(m) for m in messages),
+            unmatched_assistant=unmatched,
+        )
+
+    @staticmethod
+    def missing(state: SessionState, cut: Cut) -> list[str]:
+        """The cut's text segments this session has not tokenized yet (in order, distinct)."""
+        return list(
+            dict.fromkeys(i for i in cut.items if isinstance(i, str) and i not in state.segments)
+        )
+
+    def encode(self, texts: Sequence[str]) -> dict[str, list[int]]:
+        """Segments -> ids (the step a gateway runs in a worker thread when it is large)."""
+        return {t: list(self.tokenizer.encode(t, add_special_tokens=False)) for t in texts}
+
+    def assemble(self, state: SessionState, cut: Cut, encoded: dict[str, list[int]]) -> Rendered:
+        """The cut as pieces; segments not in `encoded` come from the session's cache."""
+        used: dict[str, Piece] = {}
+        pieces: list[Piece] = []
+        for item in cut.items:
+            if isinstance(item, Turn):
+                pieces.append(item.piece)
+                continue
+            piece = used.get(item) or state.segments.get(item)
+            if piece is None:
+                ids = encoded[item]
+                piece = Piece(("text", item), ids, _fragment(ids))
+            used[item] = piece
+            pieces.append(piece)
         state.segments = used  # segments no longer rendered are dropped
         return Rendered(
             pieces=pieces,
             length=sum(len(p.ids) for p in pieces),
-            spliced=len(spliced),
-            messages=tuple(_content_key(m) for m in messages),
-            unmatched_assistant=unmatched,
+            spliced=cut.spliced,
+            messages=cut.messages,
+            unmatched_assistant=cut.unmatched_assistant,
         )
 
     # -- history ----------------------------------------------------------------------------

@@ -137,6 +137,7 @@ def _stub(args: argparse.Namespace) -> int:
         completion_tokens=args.completion_tokens,
         canned=args.canned,
         latency_ms=args.latency_ms,
+        keep_bodies=not args.forget_bodies,
     )
     return serve_forever(create_stub_app(options), args.host, args.port, "FORGE_STUB")
 
@@ -339,6 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--canned", action="store_true", help="one precomputed answer")
     p.add_argument(
         "--latency-ms", type=float, default=0.0, help="model time per call (calls overlap)"
+    )
+    p.add_argument(
+        "--forget-bodies", action="store_true", help="keep no request bodies (long-prompt bench)"
     )
     p.set_defaults(func=_stub)
 
