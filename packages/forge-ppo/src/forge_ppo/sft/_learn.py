@@ -8,7 +8,8 @@
    updates' training episodes all solved;
 4. after: the same measurement as before, with the final adapter;
 5. learn.json (pass@1 with Wilson 95% intervals, per-task win/tie/loss, exact McNemar p on the
-   (task, attempt) pairs, success and critic EV per update), learn.md (table), learn.png.
+   (task, attempt) pairs, success, critic EV, policy entropy and the served-vs-trained log-prob
+   gap per update), learn.md (table), learn.png.
 The claim is what was measured: the report states the numbers, whatever they are.
 """
 
@@ -133,6 +134,10 @@ def _run_learn(
                 "advantage_std": result.metrics.get("critic/observability/advantages_std"),
                 "approx_kl": result.metrics.get("actor/ppo_kl"),
                 "clipfrac": result.metrics.get("actor/pg_clipfrac"),
+                "entropy": result.metrics.get("actor/entropy"),
+                "rollout_log_prob_diff_max": result.metrics.get(
+                    "actor/rollout_log_prob_diff_max"
+                ),
                 "seconds": time.perf_counter() - started,
             })  # fmt: skip
             print(f"LEARN_UPDATE {updates[-1]}", flush=True)
@@ -185,7 +190,8 @@ def table(report: dict[str, Any]) -> str:
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    """Training success and critic EV per update; before/after pass@1 with Wilson bars."""
+    """Training success, critic EV and policy entropy per update; before/after pass@1 with
+    Wilson bars."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -196,6 +202,8 @@ def plot(report: dict[str, Any], path: Path) -> None:
     left.plot(steps, [u["success"] for u in report["updates"]], "o-", label="train success")
     evs = [(u["step"], u["ev"]) for u in report["updates"] if u["ev"] is not None]
     left.plot([s for s, _ in evs], [e for _, e in evs], "s--", label="critic EV")
+    ents = [(u["step"], u["entropy"]) for u in report["updates"] if u.get("entropy") is not None]
+    left.plot([s for s, _ in ents], [e for _, e in ents], "^:", label="policy entropy (nats/token)")
     left.set_xlabel("PPO update")
     left.legend()
     for i, name in enumerate(("before", "after")):
