@@ -132,10 +132,12 @@ def test_the_cache_is_built_once_reused_and_rebuilt_when_corrupted(
 ) -> None:
     source = sm.SourceGGUF(path=tmp_path / "x.gguf", version="0.1.2", sha256="c" * 64)
     convert = FakeConvert()
+    versions = {"transformers": "5.10.4", "gguf": "0.19.0", "torch": "2.13.0"}  # gguf: absent here
     monkeypatch.setattr(sm, "locate_gguf", lambda: source)
+    monkeypatch.setattr(sm, "converter_versions", lambda: versions)
     monkeypatch.setattr(sm, "convert", convert)
     cache = tmp_path / "cache"
-    key = sm.cache_key(source, sm.converter_versions())
+    key = sm.cache_key(source, versions)
     stale = cache / f".smollm2-{key}-999999999-dead"  # a killed build's staging folder
     stale.mkdir(parents=True)
     # 1. built once, into place; the stale staging folder is gone
