@@ -16,7 +16,9 @@
    sent both ways in turn by its session (order alternating) so that both sets of latencies
    come from the same minutes of the same machine. The upstream is the stub with a fixed model
    time per call (`--latency-ms`, far below a real 32K prefill) so the closed loop measures
-   added latency, not the stub's throughput. p50 added latency = gateway p50 - direct p50
+   added latency, not the stub's throughput; sessions pause for a seeded random tool step
+   between calls (mean THINK_MS), as agents do, so they are concurrent but not in lock step.
+   p50 added latency = gateway p50 - direct p50
    (the target); the median paired difference and the gateway's own overhead (its clock, less
    the upstream time) are reported beside it. Trace bytes per episode token for 20-call vs 2-call
    episodes: linear growth means a ratio near 1 (full prompts per call would be ~10x).
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import statistics
 import subprocess
 import sys
@@ -41,6 +44,8 @@ SCHEMA = "forge/bench-tito@1"
 LONG_WINDOW, LONG_PROMPT, SESSIONS, CALLS = 40960, 32768, 8, 20
 LATENCY_MS = 250.0  # a real 32K prefill + 256 decoded tokens takes seconds
 OBSERVATION_TOKENS = 150  # per call in the 32K episodes
+ROUNDS = 3  # episodes per session slot: 3 x 8 x 20 timed pairs
+THINK_MS = 50.0  # mean pause between a session's calls (its command running in the sandbox)
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 
@@ -236,15 +241,20 @@ async def _post(client: aiohttp.ClientSession, url: str, body: bytes) -> float:
 async def _paired(direct_url: str, gateway_url_of, direct: list[bytes], chat: list[list[bytes]]):
     """Every session sends each call both ways, one after the other (the order alternating by
     call), all sessions at once: direct and gateway latencies come from the same minutes of
-    the same machine, and each call's pair gives a paired difference. The first call (the
-    gateway tokenizes the whole first prompt) is not timed."""
+    the same machine, and each call's pair gives a paired difference. Between calls a session
+    pauses for its tool step (uniform 0 to 2 x THINK_MS, seeded), as an agent does while its
+    command runs; without it the stub's fixed model time keeps the 8 sessions in lock step and
+    every call queues behind the other 7 in both servers. The first call (the gateway
+    tokenizes the whole first prompt) is not timed."""
     direct_ms: list[float] = []
     gateway_ms: list[float] = []
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as client:
 
         async def session(index: int) -> None:
+            think = random.Random(index)
             for call, (row, body) in enumerate(zip(direct, chat[index], strict=True)):
+                await asyncio.sleep(think.uniform(0.0, 2 * THINK_MS) / 1000)  # the tool step
                 ways = [(direct_url, row), (gateway_url_of(index), body)]
                 if (call + index) % 2:
                     ways.reverse()
@@ -292,14 +302,17 @@ def _long_prompts(tmp: Path, tokenizer_dir: Path) -> dict[str, Any]:
             rows.append(json.dumps({"model": "stub", "prompt": prompt, "max_tokens": 256,
                                     "temperature": 1.0, "logprobs": 0,
                                     "return_tokens_as_token_ids": True}).encode())  # fmt: skip
-        direct, through = asyncio.run(
-            _paired(
-                f"{stub_url}/v1/completions",
-                lambda i: f"{gateway_url}/sessions/long-{i}/v1/chat/completions",
-                rows,
-                chat,
+        direct, through = [], []
+        for round_ in range(ROUNDS):  # new sessions each round: more pairs, same episodes
+            d, g = asyncio.run(
+                _paired(
+                    f"{stub_url}/v1/completions",
+                    lambda i, r=round_: f"{gateway_url}/sessions/long-{r}-{i}/v1/chat/completions",
+                    rows,
+                    chat,
+                )
             )
-        )
+            direct, through = direct + d, through + g
         with urllib.request.urlopen(f"{gateway_url}/stats") as answer:
             gateway_stats = json.loads(answer.read())
         # trace bytes per token: one 2-call and one 20-call episode, in their own sessions
