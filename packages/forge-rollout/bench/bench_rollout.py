@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+
+from forge_rollout._aio import start_ready
 
 SCHEMA = "forge/bench-rollout@1"
 CALLS = {1: 500, 8: 2000, 64: 2000}
@@ -50,27 +50,6 @@ def _percentile(values: list[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
-
-
-def _spawn(argv: list[str], ready: str, timeout: float = 90.0) -> tuple[subprocess.Popen, str]:
-    """Start a server process and read its `<ready> url=...` line from stdout."""
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    found: dict[str, str] = {}
-
-    def read() -> None:
-        for line in process.stdout:  # type: ignore[union-attr]
-            match = re.search(rf"{ready}_READY url=(\S+)", line)
-            if match:
-                found["url"] = match.group(1)
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(timeout)
-    if "url" not in found:
-        process.kill()
-        raise RuntimeError(f"expected {ready} from {argv[:4]} within {timeout}s; none came")
-    return process, found["url"]
 
 
 def _free_port() -> int:
@@ -152,14 +131,14 @@ def run() -> dict[str, Any]:
         try:
             # 1. the trivial upstream, Forge's gateway twice, and rllm-model-gateway if present
             cli = [py, "-m", "forge_rollout.cli"]
-            stub, stub_url = _spawn(
+            stub, stub_url = start_ready(
                 [*cli, "stub-upstream", "--canned", "--window", str(WINDOW),
                  "--completion-tokens", "32"], "FORGE_STUB",
             )  # fmt: skip
             processes.append(stub)
             gateway_args = ["--upstream", stub_url, "--port", "0", "--window", str(WINDOW)]
             gateway_args += ["--reserve", str(RESERVE)]
-            forge, forge_url = _spawn(
+            forge, forge_url = start_ready(
                 [*cli, "gateway", *gateway_args, "--traces", str(tmp / "traces")],
                 "FORGE_GATEWAY",
             )
@@ -168,7 +147,7 @@ def run() -> dict[str, Any]:
 
             tokenizer_dir = tmp / "tokenizer"
             train_tokenizer().save_pretrained(tokenizer_dir)
-            local, local_url = _spawn(
+            local, local_url = start_ready(
                 [*cli, "gateway", *gateway_args, "--traces", str(tmp / "traces-local"),
                  "--tokenizer", str(tokenizer_dir)], "FORGE_GATEWAY",
             )  # fmt: skip

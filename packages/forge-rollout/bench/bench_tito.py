@@ -40,6 +40,8 @@ from typing import Any
 
 import aiohttp
 
+from forge_rollout._aio import start_ready
+
 SCHEMA = "forge/bench-tito@1"
 LONG_WINDOW, LONG_PROMPT, SESSIONS, CALLS = 40960, 32768, 8, 20
 LATENCY_MS = 250.0  # a real 32K prefill + 256 decoded tokens takes seconds
@@ -276,12 +278,12 @@ def _long_prompts(tmp: Path, tokenizer_dir: Path) -> dict[str, Any]:
     cli = [py, "-m", "forge_rollout.cli"]
     processes: list[subprocess.Popen] = []
     try:
-        stub, stub_url = helpers._spawn(
+        stub, stub_url = start_ready(
             [*cli, "stub-upstream", "--window", str(LONG_WINDOW), "--completion-tokens", "32",
              "--latency-ms", str(LATENCY_MS), "--forget-bodies"], "FORGE_STUB",
         )  # fmt: skip
         processes.append(stub)
-        gateway, gateway_url = helpers._spawn(
+        gateway, gateway_url = start_ready(
             [*cli, "gateway", "--upstream", stub_url, "--port", "0", "--window",
              str(LONG_WINDOW), "--reserve", "256", "--traces", str(tmp / "traces-long"),
              "--tokenizer", str(tokenizer_dir)], "FORGE_GATEWAY",

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -17,6 +15,7 @@ from typing import Any
 import torch
 
 from forge_rollout import _smollm2 as sm
+from forge_rollout._aio import start_ready
 
 TOLERANCE = 1e-4
 # two prompts the build's own check does not use: a chat turn as the agent sends one, and code
@@ -134,23 +133,7 @@ def test_a_corrupted_cached_file_is_detected_and_rebuilt(
 def _start_serve(model_dir: Path) -> tuple[subprocess.Popen, str]:
     argv = [sys.executable, "-m", "forge_rollout.cli", "serve", "--model", str(model_dir),
             "--served-model-name", "smollm2", "--max-model-len", "2048", "--port", "0"]  # fmt: skip
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    found: dict[str, str] = {}
-
-    def read() -> None:
-        for line in process.stdout:  # type: ignore[union-attr]
-            match = re.match(r"FORGE_SERVE_READY url=(\S+)", line)
-            if match:
-                found["url"] = match.group(1)
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(timeout=180)
-    if "url" not in found:
-        process.kill()
-        raise AssertionError(f"serve did not start: {process.stderr.read()}")  # type: ignore[union-attr]
-    return process, found["url"]
+    return start_ready(argv, "FORGE_SERVE", timeout=180)
 
 
 def test_the_cpu_server_answers_a_chat_completion(model_dir: Path, engine) -> None:

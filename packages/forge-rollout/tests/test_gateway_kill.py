@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import aiohttp
 
-from forge_rollout._aio import run_app_in_thread
+from forge_rollout._aio import run_app_in_thread, start_ready
 from forge_rollout._stub import StubOptions, create_stub_app
 from forge_rollout._traces import TraceWriter, read_traces
 
@@ -22,23 +21,7 @@ from forge_rollout._traces import TraceWriter, read_traces
 def _start_gateway(upstream: str, traces: Path) -> tuple[subprocess.Popen, str]:
     argv = [sys.executable, "-m", "forge_rollout.cli", "gateway", "--upstream", upstream]
     argv += ["--port", "0", "--traces", str(traces), "--window", "512", "--reserve", "16"]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    found: dict[str, str] = {}
-
-    def read() -> None:
-        for line in process.stdout:  # type: ignore[union-attr]
-            match = re.match(r"FORGE_GATEWAY_READY url=(\S+)", line)
-            if match:
-                found["url"] = match.group(1)
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(timeout=60)
-    if "url" not in found:
-        process.kill()
-        raise AssertionError(f"gateway did not start: {process.stderr.read()}")  # type: ignore[union-attr]
-    return process, found["url"]
+    return start_ready(argv, "FORGE_GATEWAY", timeout=60)
 
 
 def _load(url: str, stop: threading.Event) -> None:

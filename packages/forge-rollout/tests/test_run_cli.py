@@ -4,16 +4,14 @@ episodes in real sandboxes on the demo train split; forge-eval reads the job unc
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 from forge_eval import score_path
-from forge_rollout._aio import run_app_in_thread
+from forge_rollout._aio import run_app_in_thread, start_ready
 from forge_rollout._job_rows import rows_from_job
 from forge_rollout.cli import main
 
@@ -70,23 +68,7 @@ def _start_serve(model_dir: Path) -> tuple[subprocess.Popen, str]:
     """The real `forge-rollout serve --model DIR` (no --served-model-name) on a free port."""
     argv = [sys.executable, "-m", "forge_rollout.cli", "serve", "--model", str(model_dir),
             "--max-model-len", str(WINDOW), "--port", "0"]  # fmt: skip
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    found: dict[str, str] = {}
-
-    def read() -> None:
-        for line in process.stdout:  # type: ignore[union-attr]
-            match = re.match(r"FORGE_SERVE_READY url=(\S+)", line)
-            if match:
-                found["url"] = match.group(1)
-                return
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(timeout=120)
-    if "url" not in found:
-        process.kill()
-        raise AssertionError(f"serve did not start: {process.stderr.read()}")  # type: ignore[union-attr]
-    return process, found["url"]
+    return start_ready(argv, "FORGE_SERVE", timeout=120)
 
 
 @pytest.mark.usefixtures("isolation")

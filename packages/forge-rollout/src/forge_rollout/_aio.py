@@ -2,15 +2,18 @@
 
 Both bind loopback by default and accept port 0 (the OS picks a free port); the real URL is
 returned, and the foreground runner prints it as `<NAME>_READY url=http://host:port` so a
-parent process can read it from the child's stdout.
+parent process can read it from the child's stdout (`start_ready` is that parent's side).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
+import subprocess
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 
 from aiohttp import web
@@ -105,3 +108,49 @@ def serve_forever(
 
     asyncio.run(main())
     return 0
+
+
+class NotReady(RuntimeError):
+    """A server process did not print its `<NAME>_READY url=...` line in time."""
+
+
+def start_ready(
+    argv: list[str], ready_name: str, timeout: float = 90.0
+) -> tuple[subprocess.Popen[str], str]:
+    """Start a server process (`forge-rollout serve|gateway|stub-upstream ...`) and wait for
+    the `<ready_name>_READY url=...` line `serve_forever` prints; returns (process, url).
+
+    Both pipes are drained by daemon threads (a chatty server never blocks on a full pipe);
+    the last stderr lines go into the error when no ready line came (the process is killed)."""
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    found: dict[str, str] = {}
+    ready = threading.Event()
+    tail: deque[str] = deque(maxlen=20)
+    pattern = re.compile(rf"{re.escape(ready_name)}_READY url=(\S+)")
+
+    def read_stdout() -> None:
+        for line in process.stdout:  # type: ignore[union-attr]
+            match = pattern.search(line)
+            if match and not ready.is_set():
+                found["url"] = match.group(1)
+                ready.set()
+        ready.set()  # stdout closed: the process ended (no need to wait out the timeout)
+
+    def read_stderr() -> None:
+        for line in process.stderr:  # type: ignore[union-attr]
+            tail.append(line.rstrip())
+
+    threading.Thread(target=read_stdout, daemon=True).start()
+    errors = threading.Thread(target=read_stderr, daemon=True)
+    errors.start()
+    ready.wait(timeout)
+    if "url" not in found:
+        process.kill()
+        process.wait(10)
+        errors.join(2)
+        last = "\n".join(tail) or "(nothing on stderr)"
+        raise NotReady(
+            f"expected {ready_name}_READY from {' '.join(argv[:5])} within {timeout:.0f} s; "
+            f"found none (exit code {process.returncode}); its stderr ends:\n{last}"
+        )
+    return process, found["url"]
