@@ -35,14 +35,22 @@ SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.parametrize(
+    "inherited", [signal.SIG_DFL, signal.SIG_IGN], ids=["sigint-default", "sigint-ignored"]
+)
+@pytest.mark.parametrize(
     ("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"]
 )
 def test_signal_runs_cleanups_and_exits_with_its_code(
-    tmp_path: Path, signum: signal.Signals, code: int
+    tmp_path: Path, signum: signal.Signals, code: int, inherited: signal.Handlers
 ) -> None:
+    """Also when the parent left SIGINT ignored (a script's background job, `nohup cmd &`):
+    asyncio.run then installs no SIGINT handler of its own unless the context restores one."""
     marker = tmp_path / "cleaned"
     proc = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(marker)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", SCRIPT, str(marker)],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, inherited),
     )
     try:
         assert proc.stdout is not None

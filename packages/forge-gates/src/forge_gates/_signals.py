@@ -4,7 +4,8 @@ Inside `sigterm_as_interrupt()` a SIGTERM runs whatever SIGINT would run at that
 `asyncio.run` that cancels the main task (so every `async with` sandbox is stopped) and then
 raises KeyboardInterrupt; elsewhere it raises KeyboardInterrupt at once. The command catches
 KeyboardInterrupt as it does for Ctrl-C and exits with `interrupt.exit_code`: 130 for SIGINT,
-143 for SIGTERM (128 + the signal number, the shell's convention).
+143 for SIGTERM (128 + the signal number, the shell's convention). A SIGINT the parent set to
+ignored is handled too while inside (a clean stop on SIGTERM needs asyncio's SIGINT handler).
 """
 
 from __future__ import annotations
@@ -48,8 +49,16 @@ def sigterm_as_interrupt() -> Iterator[Interrupt]:
         else:
             raise KeyboardInterrupt
 
+    # a SIGINT inherited as ignored (a script's background job: `nohup cmd &`) would leave
+    # asyncio.run without its SIGINT handler, and a SIGTERM would then raise KeyboardInterrupt
+    # in whatever frame runs, e.g. half-way through a sandbox's start (its state left behind)
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         yield interrupt
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
