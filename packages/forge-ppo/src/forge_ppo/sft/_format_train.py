@@ -34,7 +34,7 @@ from forge_gates import LoRASpec, atomic_write_json
 from forge_ppo.algo._batch import Batch, collate, row_length
 from forge_ppo.local._actor import Actor
 from forge_ppo.sft._format import first_turn, format_pairs, one_action, pair_rows
-from forge_ppo.sft._sft import SFTResult, action_nll, first_turn_probability
+from forge_ppo.sft._sft import SFTResult, action_nll, first_turn_probability, sft_step
 from forge_rollout import AgentConfig, Engine, SampleRow, SamplingParams
 from forge_sandbox import HarborTask
 
@@ -82,7 +82,7 @@ def train_format(
     )
     optimizer = torch.optim.AdamW(actor.trainable_parameters(), lr=spec.lr, weight_decay=0.0)
     held = collate(list(held_out), pad_token_id=pad_token_id).to(actor.device)
-    started, history, step, loss = time.perf_counter(), [], 0, torch.zeros(())
+    started, history, step, loss = time.perf_counter(), [], 0, float("nan")
     history.append({"step": 0, "epoch": 0, **_held_out(actor, held)})
     for epoch in range(1, spec.epochs + 1):
         shuffle.shuffle(batches)
@@ -90,20 +90,13 @@ def train_format(
         for indices in batches:
             batch = collate([rows[i] for i in indices], pad_token_id=pad_token_id)
             batch = batch.to(actor.device)
-            loss = action_nll(actor.log_probs(batch), batch.response_mask)
             step += 1
-            if not torch.isfinite(loss):
-                raise RuntimeError(
-                    f"expected a finite format-SFT loss; found {float(loss)} at step {step}; "
-                    f"fix: lower the lr ({spec.lr})"
-                )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(actor.trainable_parameters(), spec.grad_clip)
-            optimizer.step()
-            history.append({"step": step, "epoch": epoch, "loss": float(loss),
+            loss = sft_step(
+                actor, optimizer, batch, grad_clip=spec.grad_clip, lr=spec.lr, step=step
+            )
+            history.append({"step": step, "epoch": epoch, "loss": loss,
                             "seconds": time.perf_counter() - started})  # fmt: skip
-            log(f"format-sft step {step} epoch {epoch} loss {float(loss):.4f} "
+            log(f"format-sft step {step} epoch {epoch} loss {loss:.4f} "
                 f"{history[-1]['seconds']:.0f} s")  # fmt: skip
         history.append({"step": step, "epoch": epoch, **_held_out(actor, held)})
         log(f"format-sft epoch {epoch} held-out nll {history[-1]['held_out_nll']:.4f} exact "
@@ -112,7 +105,7 @@ def train_format(
     final = history[-1]
     return SFTResult(
         steps=step,
-        final_loss=float(loss),
+        final_loss=loss,
         estimated_success=final["held_out_exact"],
         per_task_estimate=final["per_kind"],
         action_tokens=sum(int(r.response_mask.sum()) for r in rows),

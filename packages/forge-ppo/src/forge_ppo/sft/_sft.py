@@ -88,6 +88,31 @@ def first_turn_probability(log_probs: torch.Tensor, response_mask: torch.Tensor)
     return torch.exp((log_probs * first.to(log_probs.dtype)).sum(dim=1))
 
 
+def sft_step(
+    actor: Actor,
+    optimizer: torch.optim.Optimizer,
+    batch: Batch,
+    *,
+    grad_clip: float,
+    lr: float,
+    step: int,
+) -> float:
+    """One optimizer step on the action-token NLL of `batch` (gradient norm clipped); the loss.
+    Raises RuntimeError on a non-finite loss (before the step)."""
+    loss = action_nll(actor.log_probs(batch), batch.response_mask)
+    value = float(loss)
+    if not math.isfinite(value):
+        raise RuntimeError(
+            f"expected a finite SFT loss; found {value} at step {step}; fix: lower the SFT "
+            f"learning rate ({lr})"
+        )
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(actor.trainable_parameters(), grad_clip)
+    optimizer.step()
+    return value
+
+
 def train_sft(
     actor: Actor, rows: Sequence[SampleRow], spec: SFTSpec, pad_token_id: int
 ) -> SFTResult:
@@ -99,17 +124,7 @@ def train_sft(
     started, history = time.perf_counter(), []
     actor.model.train()
     for step in range(1, spec.max_steps + 1):
-        log_probs = actor.log_probs(batch)
-        loss = action_nll(log_probs, batch.response_mask)
-        if not math.isfinite(float(loss)):
-            raise RuntimeError(
-                f"expected a finite SFT loss; found {float(loss)} at step {step}; fix: lower "
-                f"sft lr ({spec.lr})"
-            )
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(actor.trainable_parameters(), spec.grad_clip)
-        optimizer.step()
+        loss = sft_step(actor, optimizer, batch, grad_clip=spec.grad_clip, lr=spec.lr, step=step)
         if step % spec.check_every and step != spec.max_steps:
             continue
         with torch.no_grad():
@@ -117,12 +132,12 @@ def train_sft(
             estimate = first_turn_probability(actor.log_probs(batch), batch.response_mask)
             actor.model.train()
         mean = float(estimate.mean())
-        history.append({"step": step, "loss": float(loss), "estimated_success": mean})
+        history.append({"step": step, "loss": loss, "estimated_success": mean})
         if mean >= spec.target:
             actor.model.eval()
             return SFTResult(
                 steps=step,
-                final_loss=float(loss),
+                final_loss=loss,
                 estimated_success=mean,
                 per_task_estimate=dict(zip(batch.task_ids, estimate.tolist(), strict=True)),
                 action_tokens=int(batch.response_mask.sum()),
