@@ -89,3 +89,25 @@ def test_the_patches_refuse_another_verl_version(monkeypatch):
     monkeypatch.setattr(_patches.metadata, "version", lambda name: "0.9.2")
     with pytest.raises(RuntimeError, match=r"expected verl==0\.9\.1; found 0\.9\.2"):
         _patches.apply_cpu_patches()
+
+
+LATE = """
+import os
+os.environ.pop("VERL_PLATFORM", None)
+import verl  # its entry-point plugins run now: forge_cpu registers nothing without the variable
+from verl.plugin.platform.platform_manager import PlatformRegistry, _create_platform
+assert PlatformRegistry.get("cpu") is None
+os.environ["VERL_PLATFORM"] = "cpu"  # set later, as a process that imported verl first does
+from forge_ppo.verl import _platform
+_platform.ensure_registered()
+_platform.ensure_registered()  # twice: a no-op
+assert _create_platform("cpu").device_name == "cpu"
+print("OK")
+"""
+
+
+def test_a_process_that_imported_verl_first_still_gets_the_cpu_platform():
+    """`nox -s bench` imported verl for the GAE reference before the verl trainer set
+    VERL_PLATFORM: "Unknown platform 'cpu'" until the trainer registered it itself."""
+    done = subprocess.run([sys.executable, "-c", LATE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "OK" in done.stdout, done.stderr[-3000:]

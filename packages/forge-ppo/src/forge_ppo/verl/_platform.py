@@ -59,6 +59,16 @@ def register() -> None:
     apply_cpu_patches()
 
 
+def ensure_registered() -> None:
+    """`register()` now, for a process that imported verl before `VERL_PLATFORM=cpu` was set
+    (verl runs its plugins once, at its first import: the entry point was then a no-op, and
+    verl would fail with "Unknown platform 'cpu'"); a no-op when already registered."""
+    from verl.plugin.platform.platform_manager import PlatformRegistry
+
+    if cpu_requested() and PlatformRegistry.get(NAME) is None:
+        register()
+
+
 def register_platform() -> None:
     """Only the platform class (the patches' tests use this to see verl fail without them)."""
     from verl.plugin.platform.platform_base import PlatformBase

@@ -55,7 +55,7 @@ from forge_ppo.local._update_metrics import batch_metrics, critic_metrics, episo
 from forge_ppo.verl._config import VerlTopology, compose
 from forge_ppo.verl._critic import critic_folder, from_verl_critic, to_verl_critic
 from forge_ppo.verl._data import rows_to_tensors
-from forge_ppo.verl._platform import ENV, NAME, cpu_requested
+from forge_ppo.verl._platform import ENV, NAME, cpu_requested, ensure_registered
 from forge_ppo.verl._ray import RayCluster, start_ray
 from forge_ppo.verl._workers import ForgeActorWorker, ForgeCriticWorker
 from forge_rollout.rows import SampleRow
@@ -89,6 +89,7 @@ class VerlTrainer:
                 f"{os.environ.get(ENV, '')!r}; fix: build the trainer with forge_ppo."
                 "build_trainer (it sets the variable before verl is imported)"
             )
+        ensure_registered()  # this process may have imported verl before the variable was set
         try:
             # 1. Ray (join `resources.ray_address`, or start one with the spec's resources)
             self._cluster = start_ray(spec, self.topology, self._worker_env())
