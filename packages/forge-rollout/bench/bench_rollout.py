@@ -6,7 +6,9 @@ own process. The client keeps C sessions busy, each sending its calls one after 
 Reported per concurrency C in {1, 8, 64}: p50/p99 latency and requests/s per target, and the
 latency the gateway ADDS (its p50/p99 minus the direct p50/p99 at the same C). Forge runs twice:
 counting prompts with the upstream's /tokenize (default, one extra round trip) and with an
-in-process tokenizer (`--tokenizer`). rllm-model-gateway runs when FORGE_RLLM_GATEWAY_PYTHON
+in-process tokenizer (`--tokenizer --no-tito`: the canned stub's fixed prompt count cannot match
+the token-in-token-out path's, which refuses such an answer). Any error answer fails the bench
+(its latencies would measure nothing). rllm-model-gateway runs when FORGE_RLLM_GATEWAY_PYTHON
 names a Python that has it installed (a separate venv: its dependencies differ); otherwise it
 is reported as skipped and the throughput target as not measured, with the reason (so
 `nox -s bench` fails unless `-- --allow-unmeasured`). Bounded: 2,000 calls per setting (500 at
@@ -149,7 +151,7 @@ def run() -> dict[str, Any]:
             train_tokenizer().save_pretrained(tokenizer_dir)
             local, local_url = start_ready(
                 [*cli, "gateway", *gateway_args, "--traces", str(tmp / "traces-local"),
-                 "--tokenizer", str(tokenizer_dir)], "FORGE_GATEWAY",
+                 "--tokenizer", str(tokenizer_dir), "--no-tito"], "FORGE_GATEWAY",
             )  # fmt: skip
             processes.append(local)
             rllm, rllm_url, rllm_reason = _rllm(stub_url, tmp)
@@ -169,6 +171,12 @@ def run() -> dict[str, Any]:
                     name: asyncio.run(_load(url_for, concurrency, calls))
                     for name, url_for in targets.items()
                 }
+                failed = {name: r["errors"] for name, r in row.items() if r["errors"]}
+                if failed:  # latencies of error answers measure nothing
+                    raise RuntimeError(
+                        f"expected every call answered 200 at concurrency {concurrency}; found "
+                        f"errors {failed}; fix: the gateway or stub setup of this bench"
+                    )
                 direct = row["direct"]
                 row["added_ms"] = {
                     name: {
