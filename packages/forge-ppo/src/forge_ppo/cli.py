@@ -148,23 +148,17 @@ def build_parser() -> argparse.ArgumentParser:
     balance.add_argument("--ragged", action="store_true", help="allow different #micro-batches")
     balance.add_argument("--json", action="store_true", help="print the plan as JSON")
     balance.set_defaults(run=_balance)
+    from forge_ppo.sft.cli import add_sft_commands, add_spec_options  # (forge_ppo.sft)
+
     train = sub.add_parser("train", help="run a smoke, soak or formal PPO run end to end")
-    train.add_argument("--config", required=True, help="shipped config name or spec file")
+    add_spec_options(
+        train,
+        config=None,
+        cache_help="where the tiny model is built once and reused",
+        set_example="ppo.kl_beta=0.01",
+    )
     train.add_argument("--run-dir", type=Path, help="new run folder (default: runs/PHASE/NAME-TS)")
     train.add_argument("--runs-root", type=Path, default=Path("runs"), help="parent of run dirs")
-    train.add_argument(
-        "--cache-dir",
-        type=Path,
-        default=Path(".cache/forge"),
-        help="where the tiny model is built once and reused",
-    )
-    train.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a spec field, e.g. ppo.kl_beta=0.01 (JSON values)",
-    )
     train.add_argument("--warm-start", help="global_step_N checkpoint to warm start from")
     train.add_argument(
         "--curves",
@@ -174,8 +168,6 @@ def build_parser() -> argparse.ArgumentParser:
         "on = refuse to start without it",
     )
     train.set_defaults(run=_train)
-    from forge_ppo.sft.cli import add_sft_commands  # `sft` and `learn` (forge_ppo.sft)
-
     add_sft_commands(sub, _quiet_libraries, apply_overrides)
     return use_help_formatter(parser)
 

