@@ -1,8 +1,9 @@
 """The verl trainer's speed on CPU ranks against the local trainer on the same rows, in one
 process: `run() -> dict` (tools/bench.py, `nox -s bench`, which installs the verl extra).
 
-- update time per step, workers already started: verl (2 CPU ranks, gloo) / local, median of
-  UPDATES updates after one warm-up each; target <= 2x;
+- update time per step, workers already started: verl (2 CPU ranks, gloo) / local, medians of
+  UPDATES updates each after one warm-up; the local updates bracket the verl run (half before
+  Ray starts, half after it stopped); target <= 2x; the stage medians of both are reported;
 - worker start-up (Ray + both worker groups + the load check), paid once per run: reported;
 - peak RSS of the 2-rank verl smoke (`forge-ppo train --config smoke-verl-cpu`, the driver plus
   every Ray process it starts, sampled every 0.2 s): reported.
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-UPDATES = 3
+UPDATES = 5
 ROWS, PROMPT, TURNS, COMPLETION, OBSERVATION = 16, 384, 4, 48, 64
 TARGET_RATIO = 2.0
 ROOT = Path(__file__).resolve().parents[3]
@@ -64,14 +65,20 @@ def _rows():
     return rows
 
 
-def _median_update(trainer, rows) -> float:
-    trainer.update(rows, 1)  # warm-up (first-call costs)
+def _timed_updates(trainer, rows, steps: range, stages: dict[str, list[float]]) -> list[float]:
     times = []
-    for step in range(2, UPDATES + 2):
-        start = time.perf_counter()
-        trainer.update(rows, step)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    for step in steps:
+        begin = time.perf_counter()
+        result = trainer.update(rows, step)
+        times.append(time.perf_counter() - begin)
+        for key, value in result.metrics.items():
+            if key.startswith("timing_s/"):
+                stages.setdefault(key.removeprefix("timing_s/"), []).append(value)
+    return times
+
+
+def _medians(stages: dict[str, list[float]], prefix: str) -> dict[str, float]:
+    return {f"{prefix}/{k}": round(statistics.median(v), 4) for k, v in stages.items()}
 
 
 def _tree_rss(root: int) -> int:
@@ -146,15 +153,26 @@ def run() -> dict:
         model = make_tiny_model(Path(tmp) / "tiny")
         spec = load_spec("smoke-verl-cpu")
         spec = spec.model_copy(update={"model": spec.model.model_copy(update={"path": str(model)})})
+        # the local reference brackets the verl run (half before Ray starts, half after it
+        # stopped): a machine that drifts moves both, and no idle Ray slows the reference
         local = build_local_trainer(spec, model, Path(tmp) / "local")
-        local_s = _median_update(local, rows)
+        local_stages: dict[str, list[float]] = {}
+        local.update(rows, 1)  # warm-up (first-call costs)
+        local_times = _timed_updates(local, rows, range(2, 2 + UPDATES // 2), local_stages)
         start = time.perf_counter()
         verl = VerlTrainer(spec, model, Path(tmp) / "verl")
         startup_s = time.perf_counter() - start
+        verl_stages: dict[str, list[float]] = {}
         try:
-            verl_s = _median_update(verl, rows)
+            verl.update(rows, 1)
+            verl_times = _timed_updates(verl, rows, range(2, 2 + UPDATES), verl_stages)
         finally:
             verl.close()
+        local_times += _timed_updates(
+            local, rows, range(10, 10 + UPDATES - UPDATES // 2), local_stages
+        )
+        local_s, verl_s = statistics.median(local_times), statistics.median(verl_times)
+        stages = {**_medians(local_stages, "local"), **_medians(verl_stages, "verl")}
     peak_gib, smoke_s, rc = _smoke_peak_rss(cache)
     ratio = verl_s / local_s
     tokens = sum(r.prompt_ids.numel() + r.response_ids.numel() for r in rows)
@@ -164,6 +182,7 @@ def run() -> dict:
         "local_update_s": local_s,
         "verl_update_s": verl_s,
         "verl_startup_s": startup_s,
+        "stage_medians_s": stages,
         "startup_per_run": "once: the workers live for the whole run, never per update",
         "smoke_peak_rss_gib": peak_gib,
         "smoke_wall_s": smoke_s,

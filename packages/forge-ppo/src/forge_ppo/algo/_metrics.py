@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from time import perf_counter
 
 import torch
 
@@ -32,3 +33,19 @@ def grad_norm(parameters: Iterable[torch.nn.Parameter], norm_type: float = 2.0) 
         torch.linalg.vector_norm(g.to(torch.float64), norm_type) ** norm_type for g in grads
     )
     return float(total ** (1.0 / norm_type))
+
+
+class PhaseTimer:
+    """Wall-clock seconds per phase (`timing_s/<phase>`) and in total (`timing_s/update`)."""
+
+    def __init__(self) -> None:
+        self.start = self.last = perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = perf_counter()
+        self.laps[f"timing_s/{name}"] = now - self.last
+        self.last = now
+
+    def metrics(self) -> dict[str, float]:
+        return {**self.laps, "timing_s/update": perf_counter() - self.start}

@@ -24,7 +24,7 @@ from forge_ppo.algo._batch import Batch, assert_finite_metrics, collate, split_r
 from forge_ppo.algo._errors import PPOInputError
 from forge_ppo.algo._gae import compute_gae, masked_whiten
 from forge_ppo.algo._losses import check_loss_inputs
-from forge_ppo.algo._metrics import masked_entropy_mean
+from forge_ppo.algo._metrics import PhaseTimer, masked_entropy_mean
 from forge_ppo.algo._observability import EpisodeOutcome
 from forge_ppo.checkpoint._save import save_run_checkpoint
 from forge_ppo.checkpoint._summary import ParentCheckpoint
@@ -120,7 +120,7 @@ class PPOTrainer:
         (timeouts, errors); by default they are derived from the rows' headers."""
         ppo, actor, critic = self.ppo, self.actor, self.critic
         self._check_actor()
-        timer = _Timer()
+        timer = PhaseTimer()
 
         # 1. rows: drop the empty ones (counted); no valid row -> fail closed
         kept, dropped = split_rows(rows)
@@ -219,7 +219,7 @@ class PPOTrainer:
             )
 
     def _no_grad_passes(
-        self, rows: list[SampleRow], width: int, timer: _Timer
+        self, rows: list[SampleRow], width: int, timer: PhaseTimer
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor, dict[str, float]]:
         """(old_log_probs, entropy, ref_log_probs or None, values, micro-batch counts), each
         (N, width) float32 on the CPU; the actor's budget is actor_train_tokens, the critic's
@@ -269,7 +269,7 @@ class PPOTrainer:
         return groups
 
     def _ppo_epochs(
-        self, data: UpdateData, task_ids: Sequence[str], timer: _Timer
+        self, data: UpdateData, task_ids: Sequence[str], timer: PhaseTimer
     ) -> tuple[list[dict[str, float]], list[dict[str, float]], dict[str, float]]:
         """ppo_epochs passes; per epoch every actor mini-batch, then every critic mini-batch
         (tasks in order, `*_mini_batch_size` tasks each), each split into micro-batches under
@@ -314,19 +314,3 @@ class PPOTrainer:
             micro = sum(map(len, plans[name])) * ppo.ppo_epochs
             throughput[f"perf/micro_batches/{name}_train"] = float(micro)
         return steps["actor"], steps["critic"], throughput
-
-
-class _Timer:
-    """Wall-clock seconds per phase (`timing_s/<phase>`) and in total (`timing_s/update`)."""
-
-    def __init__(self) -> None:
-        self.start = self.last = perf_counter()
-        self.laps: dict[str, float] = {}
-
-    def lap(self, name: str) -> None:
-        now = perf_counter()
-        self.laps[f"timing_s/{name}"] = now - self.last
-        self.last = now
-
-    def metrics(self) -> dict[str, float]:
-        return {**self.laps, "timing_s/update": perf_counter() - self.start}

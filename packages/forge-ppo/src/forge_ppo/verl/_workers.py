@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from peft import get_peft_model_state_dict
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.tensor import DTensor, Shard
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
 
@@ -36,24 +37,59 @@ def _budgets(engine_config: Any) -> dict[str, Any]:
 
 
 def _full_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Every rank gets the full tensors (FSDP2 all-gathers; a collective: all ranks call it)."""
-    options = StateDictOptions(full_state_dict=True, cpu_offload=False)
-    state = get_model_state_dict(module, options=options)
-    return {
-        k: v.detach().to("cpu", copy=True).contiguous()
-        for k, v in state.items()
-        if isinstance(v, torch.Tensor)  # a model state dict holds tensors only
-    }
+    """Every rank gets the module's full tensors (a collective: all ranks call it)."""
+    return gather_full(module.state_dict())
 
 
 def _adapter_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     # as `adapter_state_dict` (the mirror, the checkpoint): never the frozen base of an
-    # adapted lm_head / embedding
-    return dict(
-        get_peft_model_state_dict(
-            module, state_dict=_full_state(module), save_embedding_layers=False
-        )
+    # adapted lm_head / embedding. PEFT picks the keys from the sharded state (no
+    # communication); only those are gathered
+    picked = get_peft_model_state_dict(
+        module, state_dict=module.state_dict(), save_embedding_layers=False
     )
+    return gather_full(dict(picked))
+
+
+def gather_full(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Full CPU copies of `state`'s tensors on every rank (a collective).
+
+    FSDP2 shards a parameter on dim 0 in `torch.chunk` order (rank r holds rows
+    [r*c, (r+1)*c) of c = ceil(rows / world), fewer or none at the end). All such shards of one
+    dtype travel in ONE all-gather (each padded to c rows), instead of one collective per
+    tensor (`get_model_state_dict` gathers tensor by tensor: 54 gloo collectives took 0.15 s
+    of every update on the tiny model); any other DTensor layout goes through `full_tensor()`.
+    """
+    full: dict[str, torch.Tensor] = {}
+    groups: dict[tuple[Any, torch.dtype], list[tuple[str, DTensor]]] = {}
+    for name, value in state.items():
+        if not isinstance(value, torch.Tensor):
+            continue  # a model state dict holds tensors only
+        if not isinstance(value, DTensor):
+            full[name] = value.detach().to("cpu", copy=True).contiguous()
+        elif value.device_mesh.ndim == 1 and tuple(value.placements) == (Shard(0),):
+            groups.setdefault((value.device_mesh, value.dtype), []).append((name, value))
+        else:
+            full[name] = value.full_tensor().detach().to("cpu", copy=True).contiguous()
+    for (mesh, dtype), items in groups.items():
+        world = mesh.size()
+        rows = [-(-v.shape[0] // world) for _, v in items]  # c per tensor
+        pieces = []
+        for (_, value), c in zip(items, rows, strict=True):
+            local = value.to_local().detach()
+            padded = local.new_zeros((c, *value.shape[1:]))
+            padded[: local.shape[0]] = local
+            pieces.append(padded.reshape(-1))
+        flat = torch.cat(pieces)
+        gathered = [torch.empty_like(flat) for _ in range(world)]
+        dist.all_gather(gathered, flat, group=mesh.get_group())
+        offset = 0
+        for (name, value), c, piece in zip(items, rows, pieces, strict=True):
+            n = piece.numel()
+            shards = [g[offset : offset + n].view(c, *value.shape[1:]) for g in gathered]
+            full[name] = torch.cat(shards)[: value.shape[0]].to("cpu", dtype=dtype).contiguous()
+            offset += n
+    return {name: full[name] for name in state if name in full}
 
 
 def _fingerprint(module: torch.nn.Module, state: dict[str, torch.Tensor], rank: int) -> dict:
