@@ -54,10 +54,11 @@ def overrides(spec: RunSpec, model_dir: Path, critic_dir: str, topology: VerlTop
         f"{arr}.model.target_modules": targets,
         f"{arr}.model.use_remove_padding": False,
         f"{arr}.model.enable_gradient_checkpointing": False,
-        # log-probs and entropy from verl's chunked torch kernel (`utils/experimental/
+        # on CPU, log-probs and entropy from verl's chunked torch kernel (`utils/experimental/
         # torch_functional.py`); unfused, verl takes one logsumexp per token in a Python loop
-        # (`logprobs_from_logits_v2`: no flash-attn cross entropy on CPU)
-        f"{arr}.model.use_fused_kernels": True,
+        # there (`logprobs_from_logits_v2`: no flash-attn cross entropy); GPUs keep verl's
+        # default (flash-attn's cross entropy, which `nox -s verl_gpu` checks is installed)
+        f"{arr}.model.use_fused_kernels": cpu,
         f"+{arr}.model.override_config.attn_implementation": "sdpa",
         # the actor: FSDP2 (FSDP1 cannot run on CPU ranks), Forge's PPO settings
         f"{actor}.strategy": "fsdp2",
