@@ -1,5 +1,6 @@
 """`gather_full`: the workers' one-collective gather of FSDP2 shards, against torch's own
-tensor-by-tensor `get_model_state_dict`, on 2 gloo CPU ranks (no Ray: plain processes).
+tensor-by-tensor `get_model_state_dict`, on 2 gloo CPU ranks (no Ray: two plain processes
+running `_gather_rank.py`).
 
 Shapes include dim-0 sizes that do not divide by the ranks (5 rows: 3 + 2) and one smaller than
 the ranks (1 row: rank 1 holds none), as FSDP2 shards them in `torch.chunk` order.
@@ -7,24 +8,17 @@ the ranks (1 row: rank 1 holds none), as FSDP2 shards them in `torch.chunk` orde
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+from _gather_rank import WORLD, Net
 
-WORLD = 2
-
-
-class _Net(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.uneven = torch.nn.Linear(4, 5)  # weight (5, 4), bias (5,)
-        self.single = torch.nn.Parameter(torch.randn(1, 3))  # rank 1 holds no row
-        self.even = torch.nn.Linear(6, 8, bias=False)
-        self.register_buffer("steps", torch.arange(3))  # a buffer stays a plain tensor
+SCRIPT = Path(__file__).with_name("_gather_rank.py")
 
 
 def _free_port() -> int:
@@ -33,31 +27,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _rank(rank: int, port: int, out: str) -> None:
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-    from torch.distributed.fsdp import fully_shard
-
-    from forge_ppo.verl._workers import gather_full
-
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD
-    )
-    try:
-        torch.manual_seed(0)
-        net = _Net()
-        fully_shard(net)
-        ours = gather_full(net.state_dict())
-        options = StateDictOptions(full_state_dict=True, cpu_offload=False)
-        theirs = get_model_state_dict(net, options=options)
-        torch.save({"ours": ours, "theirs": dict(theirs)}, Path(out) / f"rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.fixture(scope="module")
 def gathered(tmp_path_factory) -> list[dict]:
     out = tmp_path_factory.mktemp("gather")
-    mp.start_processes(_rank, args=(_free_port(), str(out)), nprocs=WORLD, start_method="spawn")
+    port = str(_free_port())
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    ranks = [
+        subprocess.Popen([sys.executable, str(SCRIPT), str(r), port, str(out)], env=env)
+        for r in range(WORLD)
+    ]
+    try:
+        codes = [p.wait(timeout=120) for p in ranks]
+    finally:
+        for p in ranks:
+            p.kill()
+    assert codes == [0] * WORLD, f"expected both ranks to exit 0; found {codes}"
     return [torch.load(out / f"rank{r}.pt") for r in range(WORLD)]
 
 
@@ -75,7 +59,7 @@ def test_every_rank_gets_the_full_tensors_torch_gathers(gathered):
 
 def test_the_uneven_and_empty_shards_are_reassembled_in_order(gathered):
     torch.manual_seed(0)
-    reference = _Net().state_dict()
+    reference = Net().state_dict()
     for both in gathered:
         for name in ("uneven.weight", "uneven.bias", "single", "even.weight", "steps"):
             assert torch.equal(both["ours"][name], reference[name]), name
