@@ -145,7 +145,15 @@ def bench_balancer(budget: int = 65_536) -> dict:
 
 
 def run() -> dict:
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    try:
+        return _run()
+    finally:  # later benchmarks in this process (verl's local reference) get every core back
+        torch.set_num_threads(threads)
+
+
+def _run() -> dict:
     gbps = memcpy_gbps()
     gae, label = bench_gae(gbps)
     longest = gae[f"T{LENGTHS[-1]}_obs50"]

@@ -154,7 +154,9 @@ def run() -> dict:
         spec = load_spec("smoke-verl-cpu")
         spec = spec.model_copy(update={"model": spec.model.model_copy(update={"path": str(model)})})
         # the local reference brackets the verl run (half before Ray starts, half after it
-        # stopped): a machine that drifts moves both, and no idle Ray slows the reference
+        # stopped): a machine that drifts moves both, and no idle Ray slows the reference. It
+        # gets every core, as `forge-ppo train` does (an earlier benchmark may have set fewer)
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
         local = build_local_trainer(spec, model, Path(tmp) / "local")
         local_stages: dict[str, list[float]] = {}
         local.update(rows, 1)  # warm-up (first-call costs)
@@ -182,6 +184,7 @@ def run() -> dict:
         "local_update_s": local_s,
         "verl_update_s": verl_s,
         "verl_startup_s": startup_s,
+        "local_torch_threads": torch.get_num_threads(),
         "stage_medians_s": stages,
         "startup_per_run": "once: the workers live for the whole run, never per update",
         "smoke_peak_rss_gib": peak_gib,
