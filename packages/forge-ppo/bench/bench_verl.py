@@ -171,7 +171,7 @@ def run() -> dict:
         finally:
             verl.close()
         local_times += _timed_updates(
-            local, rows, range(10, 10 + UPDATES - UPDATES // 2), local_stages
+            local, rows, range(len(local_times) + 2, UPDATES + 2), local_stages
         )
         local_s, verl_s = statistics.median(local_times), statistics.median(verl_times)
         stages = {**_medians(local_stages, "local"), **_medians(verl_stages, "verl")}

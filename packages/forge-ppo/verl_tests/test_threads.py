@@ -13,14 +13,16 @@ from forge_ppo.verl._trainer import VerlTrainer, rank_threads
 def test_a_local_cluster_shares_the_cores_among_the_ranks(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(8)))
-    assert rank_threads(2, None) == 4
-    assert rank_threads(3, None) == 2
-    assert rank_threads(16, None) == 1  # never zero
+    assert rank_threads(2, None) == "4"
+    assert rank_threads(3, None) == "2"
+    assert rank_threads(16, None) == "1"  # never zero
 
 
 def test_an_explicit_setting_wins_and_a_joined_cluster_decides_itself(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert rank_threads(2, None) == 3
+    assert rank_threads(2, None) == "3"
+    monkeypatch.setenv("OMP_NUM_THREADS", "4,2")  # OpenMP's nested list: passed on as it is
+    assert rank_threads(2, None) == "4,2"
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert rank_threads(2, "10.0.0.1:6379") is None
 

@@ -63,17 +63,17 @@ from forge_rollout.rows import SampleRow
 WORKER_ENV = {"TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
 
 
-def rank_threads(world_size: int, ray_address: str | None) -> int | None:
-    """Torch threads per CPU rank on a cluster Forge starts here: this host's cores shared out
-    among the ranks (an explicit OMP_NUM_THREADS wins). Ray sets none for these workers, so
-    without it every rank runs one thread per core: 2 ranks on 2 cores ran 4 compute threads
-    (the bench's update: 2.2 s, against 1.9 s with one thread per rank). None when joining a
-    cluster (its nodes decide)."""
+def rank_threads(world_size: int, ray_address: str | None) -> str | None:
+    """OMP_NUM_THREADS for each CPU rank on a cluster Forge starts here: this host's cores
+    shared out among the ranks (an explicit OMP_NUM_THREADS is passed on as it is, OpenMP's
+    list syntax included). Ray sets none for these workers, so without it every rank runs one
+    thread per core: 2 ranks on 2 cores ran 4 compute threads (the bench's update: 2.2 s,
+    against 1.9 s with one thread per rank). None when joining a cluster (its nodes decide)."""
     if os.environ.get("OMP_NUM_THREADS"):
-        return int(os.environ["OMP_NUM_THREADS"])
+        return os.environ["OMP_NUM_THREADS"]
     if ray_address:
         return None
-    return max(len(os.sched_getaffinity(0)) // max(world_size, 1), 1)
+    return str(max(len(os.sched_getaffinity(0)) // max(world_size, 1), 1))
 
 
 class VerlWorkerError(RuntimeError):
@@ -128,7 +128,7 @@ class VerlTrainer:
             env[ENV] = NAME  # the CPU platform plugin, in every worker
             threads = rank_threads(self.topology.world_size, self.spec.resources.ray_address)
             if threads is not None:
-                env["OMP_NUM_THREADS"] = str(threads)
+                env["OMP_NUM_THREADS"] = threads
         return env
 
     def _build_workers(self, model_dir: Path, init: Path) -> None:

@@ -71,7 +71,7 @@ def gather_full(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             groups.setdefault((value.device_mesh, value.dtype), []).append((name, value))
         else:
             full[name] = value.full_tensor().detach().to("cpu", copy=True).contiguous()
-    for (mesh, dtype), items in groups.items():
+    for (mesh, _dtype), items in groups.items():
         world = mesh.size()
         rows = [-(-v.shape[0] // world) for _, v in items]  # c per tensor
         pieces = []
@@ -87,7 +87,7 @@ def gather_full(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         for (name, value), c, piece in zip(items, rows, pieces, strict=True):
             n = piece.numel()
             shards = [g[offset : offset + n].view(c, *value.shape[1:]) for g in gathered]
-            full[name] = torch.cat(shards)[: value.shape[0]].to("cpu", dtype=dtype).contiguous()
+            full[name] = torch.cat(shards)[: value.shape[0]].to("cpu").contiguous()
             offset += n
     return {name: full[name] for name in state if name in full}
 
