@@ -20,8 +20,12 @@
    between calls (mean THINK_MS), as agents do, so they are concurrent but not in lock step.
    p50 added latency = gateway p50 - direct p50
    (the target); the median paired difference and the gateway's own overhead (its clock, less
-   the upstream time) are reported beside it. Trace bytes per episode token for 20-call vs 2-call
-   episodes: linear growth means a ratio near 1 (full prompts per call would be ~10x).
+   the upstream time) are reported beside it, and the same harness with a bare pass-through
+   in the gateway's place (parse the chat request, forward an id prompt built in advance,
+   return the answer: the floor of one more HTTP hop on this machine), so that the gateway's
+   own work (added - floor) can be read apart from the hop. Trace bytes per episode token
+   for 20-call vs 2-call episodes: linear growth means a ratio near 1 (full prompts per call
+   would be ~10x).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ LONG_WINDOW, LONG_PROMPT, SESSIONS, CALLS = 40960, 32768, 8, 20
 LATENCY_MS = 250.0  # a real 32K prefill + 256 decoded tokens takes seconds
 OBSERVATION_TOKENS = 150  # per call in the 32K episodes
 ROUNDS = 3  # episodes per session slot: 3 x 8 x 20 timed pairs
+FLOOR_ROUNDS = 2  # the same through a bare pass-through (the floor of one more HTTP hop)
 THINK_MS = 50.0  # mean pause between a session's calls (its command running in the sandbox)
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
@@ -269,6 +274,43 @@ async def _paired(direct_url: str, gateway_url_of, direct: list[bytes], chat: li
     return direct_ms, gateway_ms
 
 
+def _passthrough_app(upstream: str, rows: list[bytes]):
+    """The least any token-in-token-out gateway does: read and parse the chat request, send
+    an id prompt of its length (built in advance) to the upstream, return the answer as it is.
+    Its added latency is the floor set by one more HTTP hop and JSON parse on this machine."""
+    from aiohttp import web
+
+    state: dict[str, aiohttp.ClientSession] = {}
+
+    async def start(app: web.Application) -> None:
+        state["client"] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+
+    async def stop(app: web.Application) -> None:
+        await state["client"].close()
+
+    async def chat(request: web.Request) -> web.Response:
+        messages = json.loads(await request.read())["messages"]
+        row = rows[min(len(rows) - 1, (len(messages) - 2) // 2)]
+        async with state["client"].post(
+            f"{upstream}/v1/completions", data=row, headers={"Content-Type": "application/json"}
+        ) as answer:
+            payload = await answer.read()
+        return web.Response(body=payload, content_type="application/json")
+
+    app = web.Application(client_max_size=256 * 1024 * 1024)
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+    app.router.add_post("/sessions/{session_id}/v1/chat/completions", chat)
+    return app
+
+
+def _passthrough_main(upstream: str, rows_file: str) -> int:
+    from forge_rollout._aio import serve_forever
+
+    rows = [line.encode() for line in Path(rows_file).read_text().splitlines()]
+    return serve_forever(_passthrough_app(upstream, rows), "127.0.0.1", 0, "FORGE_PASSTHROUGH")
+
+
 def _long_prompts(tmp: Path, tokenizer_dir: Path) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
@@ -304,6 +346,26 @@ def _long_prompts(tmp: Path, tokenizer_dir: Path) -> dict[str, Any]:
             rows.append(json.dumps({"model": "stub", "prompt": prompt, "max_tokens": 256,
                                     "temperature": 1.0, "logprobs": 0,
                                     "return_tokens_as_token_ids": True}).encode())  # fmt: skip
+        # the floor: a bare pass-through in the gateway's place (same harness, same loop)
+        (tmp / "rows.jsonl").write_text("\n".join(row.decode() for row in rows))
+        passthrough, passthrough_url = start_ready(
+            [py, __file__, "passthrough", stub_url, str(tmp / "rows.jsonl")], "FORGE_PASSTHROUGH"
+        )
+        processes.append(passthrough)
+        floor_direct, floor_through = [], []
+        for round_ in range(FLOOR_ROUNDS):
+            d, g = asyncio.run(
+                _paired(
+                    f"{stub_url}/v1/completions",
+                    lambda i, r=round_: (
+                        f"{passthrough_url}/sessions/floor-{r}-{i}/v1/chat/completions"
+                    ),
+                    rows,
+                    chat,
+                )
+            )
+            floor_direct, floor_through = floor_direct + d, floor_through + g
+        passthrough.terminate()
         direct, through = [], []
         for round_ in range(ROUNDS):  # new sessions each round: more pairs, same episodes
             d, g = asyncio.run(
@@ -342,6 +404,7 @@ def _long_prompts(tmp: Path, tokenizer_dir: Path) -> dict[str, Any]:
                 process.wait(10)
             except subprocess.TimeoutExpired:
                 process.kill()
+    floor_added = helpers._percentile(floor_through, 50) - helpers._percentile(floor_direct, 50)
     p50_direct = helpers._percentile(direct, 50)
     p50_gateway = helpers._percentile(through, 50)
     return {
@@ -352,6 +415,8 @@ def _long_prompts(tmp: Path, tokenizer_dir: Path) -> dict[str, Any]:
         "direct_p99_ms": round(helpers._percentile(direct, 99), 3),
         "gateway_p99_ms": round(helpers._percentile(through, 99), 3),
         "added_p50_ms": round(p50_gateway - p50_direct, 3),
+        "passthrough_added_p50_ms": round(floor_added, 3),
+        "gateway_work_p50_ms": round(p50_gateway - p50_direct - floor_added, 3),
         "paired_difference_p50_ms": round(
             statistics.median(g - d for g, d in zip(through, direct, strict=True)), 3
         ),
@@ -390,7 +455,8 @@ def run() -> dict[str, Any]:
          "threshold": 1.1, "unit": "x", "measured": oracle["training_over_unique_worst"]},
         {"name": "gateway_p50_added_ms_32k_c8", "op": "<", "threshold": 2.0, "unit": "ms",
          "measured": long["added_p50_ms"],
-         "note": f"upstream model time {LATENCY_MS} ms per call"},
+         "note": f"upstream model time {LATENCY_MS} ms per call; a bare pass-through adds "
+                 f"{long['passthrough_added_p50_ms']} ms on this machine"},
         {"name": "trace_bytes_per_token_20_over_2_calls", "op": "<=", "threshold": 1.25,
          "unit": "x", "measured": long["bytes_per_token_ratio"]},
     ]  # fmt: skip
@@ -398,4 +464,6 @@ def run() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["passthrough"]:
+        sys.exit(_passthrough_main(sys.argv[2], sys.argv[3]))
     print(json.dumps(run(), indent=2))

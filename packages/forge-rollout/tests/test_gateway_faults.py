@@ -120,6 +120,13 @@ def test_prompt_too_long_in_bytes_is_refused_without_tokenizing(
         return encode(text, **kwargs)
 
     monkeypatch.setattr(counter.tokenizer, "encode", counting_encode)
+    render = gateway.renderer.encode  # chat: the token-in-token-out renderer tokenizes
+
+    def counting_render(texts: list[str]) -> dict[str, list[int]]:
+        encoded.extend(len(text) for text in texts)
+        return render(texts)
+
+    monkeypatch.setattr(gateway.renderer, "encode", counting_render)
     too_long = "a" * (counter.max_prompt_bytes + 1)  # under the body cap, over the byte bound
     status, body = post(url + CHAT.format("s"), chat(too_long))
     assert status == 400, body
@@ -137,14 +144,14 @@ def test_prompt_too_long_in_bytes_is_refused_without_tokenizing(
 def test_a_slow_count_does_not_queue_other_sessions(tokenizer_gateway, post, monkeypatch) -> None:
     url, gateway = tokenizer_gateway
     release = threading.Event()
-    encode = gateway.counter.tokenizer.encode
+    encode = gateway.renderer.encode  # chat: the token-in-token-out renderer tokenizes
 
-    def slow_encode(text: str, **kwargs: Any) -> list[int]:
-        if "SLOW" in text:
+    def slow_encode(texts: list[str]) -> dict[str, list[int]]:
+        if any("SLOW" in text for text in texts):
             release.wait(30)
-        return encode(text, **kwargs)
+        return encode(texts)
 
-    monkeypatch.setattr(gateway.counter.tokenizer, "encode", slow_encode)
+    monkeypatch.setattr(gateway.renderer, "encode", slow_encode)
     result: dict[str, Any] = {}
     slow = threading.Thread(
         target=lambda: result.update(slow=post(url + CHAT.format("a"), chat("SLOW", max_tokens=2)))

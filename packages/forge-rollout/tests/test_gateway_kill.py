@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import aiohttp
@@ -60,6 +62,9 @@ def test_traces_survive_a_killed_gateway(tmp_path: Path) -> None:
             deadline = time.monotonic() + 30
             while len(read_traces(traces)) < 40 and time.monotonic() < deadline:
                 time.sleep(0.05)  # readable while the gateway runs
+            with urllib.request.urlopen(f"{url}/health", timeout=10) as answer:
+                health = json.loads(answer.read())
+            assert health["gateway"]["event_loop"] == "uvloop", health  # serve_forever's loop
             os.kill(process.pid, signal.SIGKILL)
             process.wait(10)
         finally:

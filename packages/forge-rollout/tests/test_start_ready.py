@@ -34,3 +34,25 @@ def test_a_server_that_exits_without_the_line_fails_with_its_stderr_tail() -> No
     message = str(caught.value)
     assert "expected FORGE_X_READY" in message and "port in use" in message
     assert "exit code 3" in message
+
+
+def test_servers_run_on_uvloop_unless_told_otherwise(monkeypatch) -> None:
+
+    from forge_rollout._aio import loop_name, run_loop
+
+    seen: list[str] = []
+
+    async def main() -> None:
+        seen.append(loop_name())
+
+    run_loop(main())
+    monkeypatch.setenv("FORGE_EVENT_LOOP", "asyncio")
+    run_loop(main())
+    assert seen == ["uvloop", "asyncio"]
+    monkeypatch.setenv("FORGE_EVENT_LOOP", "trio")
+    coroutine = main()
+    with pytest.raises(
+        ValueError, match="expected FORGE_EVENT_LOOP=uvloop or asyncio; found 'trio'"
+    ):
+        run_loop(coroutine)
+    coroutine.close()

@@ -296,3 +296,66 @@ def test_identical_replies_each_splice_their_own_sampled_ids(
     assert rows[0].response_ids[rows[0].response_mask.bool()].tolist() == [
         t for ids, _ in same for t in ids
     ]
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_PIECES = st.sampled_from(
+    [
+        "App",
+        "eties",
+        "[(",
+        "\n\n",
+        "é",
+        "<|im_end|>",
+        "<|im_start|>",
+        " ",
+        "\t",
+        "ls -la",
+        "😀",
+        "x",
+    ]
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    texts=st.lists(
+        st.one_of(st.text(max_size=40), st.lists(_PIECES, max_size=8).map("".join)), max_size=4
+    )
+)
+def test_the_renderer_tokenizes_as_the_tokenizer_does(facts, texts: list[str]) -> None:
+    """The renderer calls the Rust tokenizer directly (transformers' wrapper costs a quarter of
+    a millisecond per call); the ids must be the ones `tokenizer.encode` gives, special tokens,
+    multi-byte characters and whitespace runs included."""
+    from forge_rollout._tito import ChatRenderer
+
+    tokenizer, _ = facts
+    renderer = ChatRenderer(tokenizer, 10**6)
+    assert renderer._backend() is not None, "a fast tokenizer in its default state"
+    encoded = renderer.encode(texts)
+    assert encoded == {t: tokenizer.encode(t, add_special_tokens=False) for t in texts}
+
+
+def test_the_renderer_falls_back_to_the_wrapper_when_the_backend_state_differs(facts) -> None:
+    """Truncation left on the backend (or special-token splitting out of step with the
+    tokenizer) would change the backend's ids: then the renderer uses `tokenizer.encode`."""
+    from forge_rollout._tito import ChatRenderer
+
+    tokenizer, _ = facts
+    renderer = ChatRenderer(tokenizer, 10**6)
+    text = "App" * 40 + "<|im_end|>"
+    expected = tokenizer.encode(text, add_special_tokens=False)
+    renderer.backend.enable_truncation(max_length=4)
+    try:
+        assert renderer._backend() is None
+        assert renderer.encode([text]) == {text: expected}
+    finally:
+        renderer.backend.no_truncation()
+    renderer.backend.encode_special_tokens = True  # would split <|im_end|> into bytes
+    assert renderer._backend() is None
+    assert renderer.encode([text]) == {text: expected}  # the wrapper restores the setting
+    assert renderer._backend() is not None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import signal
 import subprocess
@@ -106,8 +107,36 @@ def serve_forever(
         finally:
             await runner.cleanup()
 
-    asyncio.run(main())
+    run_loop(main())
     return 0
+
+
+def run_loop(main: Awaitable[None]) -> None:
+    """Run a server's main coroutine on uvloop where it is installed (a dependency on Linux
+    and macOS), else on asyncio's loop. uvloop's socket transports take about a third off the
+    gateway's added latency per call (measured at 32K-token prompts, `nox -s bench`);
+    `FORGE_EVENT_LOOP=asyncio` keeps the standard loop (e.g. to compare)."""
+    choice = os.environ.get("FORGE_EVENT_LOOP", "uvloop")
+    if choice not in ("uvloop", "asyncio"):
+        raise ValueError(
+            f"expected FORGE_EVENT_LOOP=uvloop or asyncio; found {choice!r}; "
+            "fix: set one of them or unset it"
+        )
+    if choice == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            uvloop.run(main)  # type: ignore[arg-type]
+            return
+    asyncio.run(main)  # type: ignore[arg-type]
+
+
+def loop_name() -> str:
+    """The running event loop's kind (`uvloop` or `asyncio`), for /health."""
+    module = type(asyncio.get_running_loop()).__module__
+    return "uvloop" if module.startswith("uvloop") else "asyncio"
 
 
 class NotReady(RuntimeError):

@@ -24,6 +24,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from forge_rollout._aio import loop_name
 from forge_rollout._capture import choice_records, inject, params_of, strip
 from forge_rollout._count import CountError, PromptTooLong, TokenizerCounter, UpstreamCounter
 from forge_rollout._gateway_config import GatewayConfig, check_guard_gate
@@ -410,6 +411,7 @@ class Gateway:
                 "count": self.counter.name if self.counter else None,
                 "max_body_bytes": self.max_body_bytes,
                 "token_in_token_out": self.renderer is not None,
+                "event_loop": loop_name(),
             },
             "traces": {
                 "ok": self.trace_error is None,

@@ -49,6 +49,7 @@ class Piece:
     key: Key
     ids: list[int]
     fragment: bytes
+    nbytes: int = 0  # a text segment's UTF-8 size (the window's byte bound counts it)
 
 
 @dataclass
@@ -169,6 +170,10 @@ class ChatRenderer:
         self.marker = f"<forge-turn-{secrets.token_hex(6)}-"
         self.marker_re = re.compile(re.escape(self.marker) + r"(\d+)>")
         self.sessions: OrderedDict[str, SessionState] = OrderedDict()
+        backend = (
+            getattr(tokenizer, "_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
+        )
+        self.backend: Any = backend if hasattr(backend, "encode_batch") else None
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -238,12 +243,11 @@ class ChatRenderer:
         order = [int(i) for i in parts[1::2]]
         if order != list(range(len(spliced))):
             return self.cut(SessionState(segments=state.segments), body)
-        text_bytes = sum(len(p.encode("utf-8")) for p in parts[0::2])
-        if text_bytes > self.max_prompt_bytes:
-            raise TooLong(text_bytes)
         items: list[Turn | str] = []
         after = -1
         keys: list[Key] = []
+        text_bytes = 0
+        cached = state.segments
         for position, segment in enumerate(parts[0::2]):
             if position > 0:
                 picked = _pick(spliced[position - 1], tuple(keys), after)
@@ -252,9 +256,18 @@ class ChatRenderer:
                 keys.append(picked.piece.key)
                 if picked.strip and segment.startswith(picked.strip):
                     segment = segment[len(picked.strip) :]
+                    text_bytes += len(picked.strip.encode("utf-8"))
             if segment:
+                piece = cached.get(segment)
+                if piece is None:
+                    text_bytes += len(segment.encode("utf-8"))
+                else:  # the cached object: later key compares are identity checks, not 32K
+                    segment = piece.key[1]  # character compares (a session's first prompt)
+                    text_bytes += piece.nbytes
                 items.append(segment)
                 keys.append(("text", segment))
+        if text_bytes > self.max_prompt_bytes:
+            raise TooLong(text_bytes)
         return Cut(
             items=items,
             spliced=len(spliced),
@@ -271,7 +284,27 @@ class ChatRenderer:
 
     def encode(self, texts: Sequence[str]) -> dict[str, list[int]]:
         """Segments -> ids (the step a gateway runs in a worker thread when it is large)."""
+        backend = self._backend()
+        if backend is not None:
+            return {t: backend.encode(t, add_special_tokens=False).ids for t in texts}
         return {t: list(self.tokenizer.encode(t, add_special_tokens=False)) for t in texts}
+
+    def _backend(self) -> Any:
+        """The Rust tokenizer, when calling it gives the ids `tokenizer.encode` gives.
+
+        transformers' fast `encode` sets the backend's special-token splitting from the
+        tokenizer, disables truncation and padding, and converts the encoding (a quarter of a
+        millisecond per call); with those settings the backend's own `encode` returns the same
+        ids. Any other state (a caller left truncation on, a slow tokenizer): the wrapper."""
+        backend = self.backend
+        if backend is None:
+            return None
+        split = getattr(self.tokenizer, "split_special_tokens", False)
+        if backend.truncation is not None or backend.padding is not None:
+            return None
+        if backend.encode_special_tokens != split:
+            return None
+        return backend
 
     def assemble(self, state: SessionState, cut: Cut, encoded: dict[str, list[int]]) -> Rendered:
         """The cut as pieces; segments not in `encoded` come from the session's cache."""
@@ -284,7 +317,7 @@ class ChatRenderer:
             piece = used.get(item) or state.segments.get(item)
             if piece is None:
                 ids = encoded[item]
-                piece = Piece(("text", item), ids, _fragment(ids))
+                piece = Piece(("text", item), ids, _fragment(ids), len(item.encode("utf-8")))
             used[item] = piece
             pieces.append(piece)
         state.segments = used  # segments no longer rendered are dropped
