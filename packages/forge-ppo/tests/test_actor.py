@@ -95,6 +95,38 @@ def test_reference_is_the_adapter_disabled_model(tiny):
     )
 
 
+def test_a_frozen_reference_is_the_adapter_as_it_was_and_training_is_untouched(tiny):
+    """`ppo.reference = "warm_start"`: the reference is the adapter at `freeze_reference`
+    (the loaded policy), not the base model; swapping it in for the reference pass leaves the
+    trained parameters (objects, values, gradients) as they were."""
+    actor = Actor.from_pretrained(tiny.base, tiny.lora)
+    perturb(actor, seed=1)  # the "warm-start" policy
+    batch = collate(rows())
+    actor.freeze_reference()
+    with torch.no_grad():
+        start = actor.log_probs(batch)
+        assert torch.equal(actor.reference_log_probs(batch), start)
+    parameters = actor.trainable_parameters()
+    optimizer = torch.optim.SGD(parameters, lr=0.5)
+    loss = -actor.log_probs(batch).sum()
+    loss.backward()
+    grads = [p.grad.clone() for p in parameters]
+    optimizer.step()
+    values = [p.detach().clone() for p in parameters]
+    with torch.no_grad():
+        moved = actor.log_probs(batch)
+        reference = actor.reference_log_probs(batch)
+        with actor.model.disable_adapter():
+            base = actor.forward(batch).log_probs
+    assert not torch.allclose(moved, start), "the update changed the policy"
+    torch.testing.assert_close(reference, start, rtol=0, atol=0)  # still the frozen policy
+    assert not torch.allclose(reference, base), "not the base model"
+    assert actor.trainable_parameters() == parameters  # the optimizer's objects
+    assert all(torch.equal(p, v) for p, v in zip(parameters, values, strict=True))
+    assert all(torch.equal(p.grad, g) for p, g in zip(parameters, grads, strict=True))
+    assert all(p.requires_grad for p in parameters)
+
+
 def test_saved_adapter_reloads_with_peft_and_reproduces_log_probs(tiny, tmp_path):
     actor = Actor.from_pretrained(tiny.base, tiny.lora)
     perturb(actor, seed=4)

@@ -305,6 +305,46 @@ def test_kl_penalty_enters_the_loss_only_when_on(tiny):
     assert result.metrics["actor/kl_loss"] >= 0
 
 
+def test_kl_to_the_warm_start_policy_starts_at_zero_and_base_kl_does_not(tiny):
+    """With the reference frozen at the start policy, the first update's KL is 0 (the policy is
+    the reference); with the base model as reference, a trained adapter is already away from it."""
+    rows, _ = split_rows(batch_rows())
+    kl = {}
+    for frozen in (False, True):
+        actor, critic = models(tiny)
+        with torch.no_grad():
+            for name, p in actor.model.named_parameters():
+                if "lora_B" in name:
+                    p.normal_(std=0.2, generator=torch.Generator().manual_seed(3))
+        if frozen:
+            actor.freeze_reference()
+        spec = spec_for(tiny, kl_beta=0.1, actor_mini_batch_size=3)  # 3 tasks: one step
+        kl[frozen] = PPOTrainer(actor, critic, spec).update(rows, step=1).metrics["actor/kl_loss"]
+    assert kl[True] == pytest.approx(0.0, abs=1e-9)
+    assert kl[False] > 1e-4
+
+
+def test_a_warm_start_reference_needs_a_warm_start_and_the_local_trainer(tiny, tmp_path):
+    from forge_gates import check_spec
+    from forge_ppo.local._models import build_models
+
+    spec = spec_for(tiny, kl_beta=0.1, reference="warm_start")
+    cold = spec.model_copy(
+        update={"checkpoint": spec.checkpoint.model_copy(update={"warm_start": None})}
+    )
+    assert "ppo.reference.warm_start" in {v.rule for v in check_spec(cold)}
+    with pytest.raises(ValueError, match="expected checkpoint.warm_start with ppo.reference"):
+        build_models(cold, tiny.base, tmp_path)  # a spec built without its rules checked
+    verl = spec.model_copy(
+        update={"backends": spec.backends.model_copy(update={"trainer": "verl"})}
+    )
+    assert "ppo.reference.trainer" in {v.rule for v in check_spec(verl)}
+    assert not {v.rule for v in check_spec(spec)} & {
+        "ppo.reference.trainer",
+        "ppo.reference.warm_start",
+    }
+
+
 def test_the_micro_batch_loops_do_not_validate_per_micro_batch(tiny, monkeypatch):
     """The loss inputs are checked once per batch: inside the actor and critic micro-batch loops
     the losses run with validate=False, so no mask / finiteness check syncs per micro-batch."""

@@ -154,6 +154,23 @@ def _check_training(spec: RunSpec, check: Check) -> None:
         )
         return
     ppo, world = spec.ppo, spec.resources.trainer_world_size
+    if ppo.reference == "warm_start":
+        check.require(
+            spec.backends.trainer == "local",
+            rule="ppo.reference.trainer",
+            expected="ppo.reference = 'warm_start' with the local trainer (verl's reference "
+            "pass is the actor with its adapter off)",
+            found=f"backends.trainer = {spec.backends.trainer!r}",
+            fix="set ppo.reference = 'base', or backends.trainer = 'local'",
+        )
+        check.require(
+            spec.checkpoint.warm_start is not None,
+            rule="ppo.reference.warm_start",
+            expected="checkpoint.warm_start with ppo.reference = 'warm_start' (KL to the policy "
+            "the run starts from)",
+            found="no checkpoint.warm_start",
+            fix="set checkpoint.warm_start, or ppo.reference = 'base'",
+        )
     check.require(
         ppo.batch_size % world == 0,
         rule="ppo.batch_size.world_size",

@@ -66,6 +66,13 @@ class PPOSpec(_Frozen):
     critic_mini_batch_size: int = Field(gt=0, description="Tasks per critic optimizer step.")
     kl_beta: float = Field(default=0.0, ge=0.0, description="KL-to-reference penalty; 0 = off.")
     kl_estimator: Literal["k1", "k3"] = Field(default="k3", description="KL estimator.")
+    reference: Literal["base", "warm_start"] = Field(
+        default="base",
+        description=(
+            "KL reference policy: the base model (adapter off) or the warm-start policy "
+            "(its adapter frozen as loaded; local trainer only)."
+        ),
+    )
     entropy_coeff: float = Field(default=0.0, ge=0.0, description="Entropy bonus coefficient.")
     loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = Field(
         default="token-mean", description="How token losses are aggregated."

@@ -12,7 +12,9 @@ log-probs. Only the response positions go through the LM head:
 Outputs are 0 outside `response_mask` (observation and padding tokens: PPO never reads them).
 
 The reference policy is the same model with the adapter disabled (`disable_adapter()`), so KL
-to the reference costs no second copy of the weights.
+to the reference costs no second copy of the weights; or, after `freeze_reference()`, the
+adapter as it was then (e.g. the warm-start policy: `ppo.reference = "warm_start"`), a copy of
+the LoRA tensors only, swapped in for the reference pass.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Actor:
         self.model = model
         self.base_model = base_model
         self.lora = lora
+        self.reference: dict[str, torch.Tensor] | None = None  # frozen LoRA tensors, by name
 
     # -- construction ------------------------------------------------------------------------
 
@@ -129,6 +132,7 @@ class Actor:
             run_dir=run_dir,
         )
         self.model = loaded.actor.to(self.device)
+        self.reference = None  # it named the old model's tensors
         return loaded
 
     # -- forward -----------------------------------------------------------------------------
@@ -166,11 +170,36 @@ class Actor:
         """(B, R) float32 raw log-probs of the action tokens (0 elsewhere)."""
         return self.forward(batch).log_probs
 
+    def freeze_reference(self) -> None:
+        """Make the adapter as it is now the reference policy (instead of the base model)."""
+        self.reference = {
+            name: p.detach().clone() for name, p in self.model.named_parameters() if p.requires_grad
+        }
+
     @torch.no_grad()
     def reference_log_probs(self, batch: Batch) -> torch.Tensor:
-        """(B, R) log-probs under the reference policy: the same weights, adapter disabled."""
-        with self.model.disable_adapter():
+        """(B, R) log-probs under the reference policy: the base model (adapter disabled), or
+        the frozen adapter of `freeze_reference` swapped in for this pass and swapped back."""
+        if self.reference is None:
+            with self.model.disable_adapter():
+                return self.forward(batch).log_probs
+        current: dict[str, torch.Tensor] = {}
+        parameters = dict(self.model.named_parameters())
+        missing = sorted(set(self.reference) - set(parameters))
+        if missing:
+            raise RuntimeError(
+                f"expected the frozen reference's LoRA tensors in the actor; found {missing[:3]} "
+                "missing (the model was replaced after freeze_reference); fix: call "
+                "freeze_reference again after load_adapter"
+            )
+        try:
+            for name, frozen in self.reference.items():
+                current[name] = parameters[name].data
+                parameters[name].data = frozen
             return self.forward(batch).log_probs
+        finally:
+            for name, data in current.items():
+                parameters[name].data = data
 
     # -- export ------------------------------------------------------------------------------
 

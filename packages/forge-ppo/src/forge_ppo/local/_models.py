@@ -22,6 +22,13 @@ def build_models(
     """(actor, critic, parent checkpoint record or None). The critic trains in float32 on CPU
     (bf16 matmuls are slow and lossy there); checkpoints store it in `model.critic_dtype`."""
     torch.manual_seed(spec.seed)
+    reference = spec.ppo.reference if spec.ppo is not None else "base"
+    if reference == "warm_start" and spec.checkpoint.warm_start is None:
+        raise ValueError(
+            "expected checkpoint.warm_start with ppo.reference = 'warm_start' (KL to the policy "
+            "the run starts from); found no warm start; fix: set checkpoint.warm_start or "
+            "ppo.reference = 'base'"
+        )
     critic = ValueModel.from_pretrained(critic_base(spec, model_dir), dtype=torch.float32)
     if spec.checkpoint.warm_start is None:
         return Actor.from_pretrained(model_dir, spec.lora), critic, None
@@ -34,6 +41,8 @@ def build_models(
         critic=critic,
         run_dir=run_dir,
     )
+    if reference == "warm_start":
+        actor.freeze_reference()  # KL pulls toward the loaded policy, not the bare base model
     return actor, loaded.critic, loaded.parent
 
 
