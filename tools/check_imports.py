@@ -61,6 +61,8 @@ LAZY_THIRD_PARTY: dict[str, str] = {
     "(actor table, actor environments) only when the trainer started or joined one",
     "gguf": "optional `smollm2` extra of forge-rollout: only the SmolLM2 conversion reads the "
     "GGUF's metadata",
+    "uvloop": "not installed on Windows (its marker in forge-rollout): servers fall back to "
+    "asyncio's loop where it is missing, and FORGE_EVENT_LOOP=asyncio skips it",
 }
 # first-party modules a function may import lazily (an optional engine), with the reason
 LAZY_FIRST_PARTY: dict[str, str] = {
