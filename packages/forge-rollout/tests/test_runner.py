@@ -189,6 +189,20 @@ def test_scripted_policy_solves_every_demo_task(tmp_path: Path, gateway_at) -> N
         assert int(row.token_level_rewards.nonzero().max()) == int(
             row.response_mask.nonzero().max()
         )
+    # overlong filtering reads each call's finish_reason from the trace files
+    assert rows_from_job(job, mask_truncated=True)[1].masked_truncated_calls == 0
+    trace_file = next(job.glob("*/agent/traces.jsonl"))
+    first, *rest = trace_file.read_text().splitlines()
+    assert json.loads(first)["finish_reason"] == "stop"
+    trace_file.write_text(
+        "\n".join([first.replace('"finish_reason":"stop"', '"finish_reason":"length"'), *rest])
+        + "\n"
+    )
+    masked_rows, masked = rows_from_job(job, mask_truncated=True)
+    assert masked.masked_truncated_calls == 1 and masked.rows == 12
+    assert sum(int(r.response_mask.sum()) for r in masked_rows) < sum(
+        int(r.response_mask.sum()) for r in rows
+    )
 
 
 @pytest.mark.usefixtures("isolation")

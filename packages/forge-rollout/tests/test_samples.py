@@ -49,6 +49,35 @@ def test_prefix_break_starts_a_new_row_with_reward_on_each():
     assert stats.prefix_breaks == 1
 
 
+@dataclass
+class FinishedCall(Call):
+    finish_reason: str | None = "stop"
+
+
+def test_mask_truncated_keeps_a_cut_completion_as_context_only():
+    """Overlong filtering: a completion cut at max_tokens stays in the row (the next prompt
+    extends it, so the row still merges) with mask 0 and log-probs 0; the reward moves to the
+    last trained action token; a row left with no action is dropped and counted."""
+    calls = [
+        FinishedCall([1, 2], [10, 11]),
+        FinishedCall([1, 2, 10, 11, 20], [12, 13], finish_reason="length"),
+        FinishedCall([1, 2, 10, 11, 20, 12, 13, 21], [14]),
+    ]
+    (plain,), _ = convert(calls)
+    (row,), stats = convert(calls, mask_truncated=True)
+    assert row.response_ids.tolist() == plain.response_ids.tolist() == [10, 11, 20, 12, 13, 21, 14]
+    assert plain.response_mask.tolist() == [1, 1, 0, 1, 1, 0, 1]
+    assert row.response_mask.tolist() == [1, 1, 0, 0, 0, 0, 1]
+    assert row.rollout_log_probs.tolist()[3:5] == [0.0, 0.0]
+    assert row.token_level_rewards.tolist() == [0, 0, 0, 0, 0, 0, 1.0]
+    assert stats.masked_truncated_calls == 1 and stats.dropped_truncated_rows == 0
+    cut_last = [*calls[:2], FinishedCall([7, 7], [8], finish_reason="length")]
+    rows, stats = convert(cut_last, reward=1.0, mask_truncated=True)
+    assert len(rows) == 1 and stats.dropped_truncated_rows == 1  # [7, 7] -> [8]: nothing left
+    assert rows[0].token_level_rewards.nonzero().flatten().tolist() == [1]  # token 11
+    assert stats.masked_truncated_calls == 2 and stats.rows == 1
+
+
 def test_reward_never_on_observation_token():
     calls = [Call([1], [2]), Call([1, 2, 3, 4], [5])]
     (row,), _ = convert(calls, reward=1.0)

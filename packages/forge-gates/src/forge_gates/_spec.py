@@ -78,6 +78,13 @@ class PPOSpec(_Frozen):
         default="token-mean", description="How token losses are aggregated."
     )
     grad_clip: float = Field(default=1.0, gt=0.0, description="Max global grad norm.")
+    mask_truncated: bool = Field(
+        default=False,
+        description=(
+            "Overlong filtering (DAPO): completions cut at max_tokens stay in their rows as "
+            "context but are not trained on."
+        ),
+    )
     whiten_advantages: bool = Field(default=True, description="Masked whitening of advantages.")
 
 

@@ -11,9 +11,10 @@ from forge_sandbox import reward_of, trial_name_for
 
 
 def rows_from_trial(
-    trial_dir: str | Path, attempt: int = 0
+    trial_dir: str | Path, attempt: int = 0, *, mask_truncated: bool = False
 ) -> tuple[list[SampleRow], ConversionStats]:
-    """Rows of one trial. A trial without a valid reward (infrastructure error) yields none."""
+    """Rows of one trial. A trial without a valid reward (infrastructure error) yields none.
+    `mask_truncated`: see `episode_to_rows`."""
     trial = Path(trial_dir)
     result = json.loads((trial / "result.json").read_text(encoding="utf-8"))
     reward = reward_of((result.get("verifier_result") or {}).get("rewards"))
@@ -27,10 +28,13 @@ def rows_from_trial(
         attempt=attempt,
         reward=reward,
         infra_error=reward is None,
+        mask_truncated=mask_truncated,
     )
 
 
-def rows_from_job(job_dir: str | Path) -> tuple[list[SampleRow], ConversionStats]:
+def rows_from_job(
+    job_dir: str | Path, *, mask_truncated: bool = False
+) -> tuple[list[SampleRow], ConversionStats]:
     """Rows of every finished trial of a job, in (task, attempt) order; stats summed."""
     job = Path(job_dir)
     config = json.loads((job / "config.json").read_text(encoding="utf-8"))
@@ -43,7 +47,7 @@ def rows_from_job(job_dir: str | Path) -> tuple[list[SampleRow], ConversionStats
             trial = job / trial_name_for(task, attempt)
             if not (trial / "result.json").is_file():
                 continue
-            trial_rows, trial_stats = rows_from_trial(trial, attempt)
+            trial_rows, trial_stats = rows_from_trial(trial, attempt, mask_truncated=mask_truncated)
             rows += trial_rows
             stats.add(trial_stats)
     return rows, stats

@@ -114,6 +114,12 @@ class ConversionStats(BaseModel):
         default=0, description="Breaks: same messages, rendered to other ids by the template."
     )
     break_other: int = Field(default=0, description="Breaks with a cause not listed above.")
+    masked_truncated_calls: int = Field(
+        default=0, description="Calls cut at max_tokens kept as context only (mask_truncated)."
+    )
+    dropped_truncated_rows: int = Field(
+        default=0, description="Rows with no action token left after mask_truncated."
+    )
     unique_tokens: int = Field(
         default=0,
         description="Distinct tokens of the episodes: each call's completion plus the part of "
@@ -129,12 +135,14 @@ class ConversionStats(BaseModel):
 class _Open:
     """A row being built (plain lists; converted to tensors when closed)."""
 
-    def __init__(self, call: TokenCall) -> None:
+    def __init__(self, call: TokenCall, mask_truncated: bool = False) -> None:
         self.prompt = list(call.prompt_token_ids)
         self.response: list[int] = []
         self.mask: list[int] = []
         self.logp: list[float] = []
         self.n_calls = 0
+        self.mask_truncated = mask_truncated
+        self.masked_calls = 0
         self.append_action(call)
 
     def full(self) -> list[int]:
@@ -142,8 +150,15 @@ class _Open:
 
     def append_action(self, call: TokenCall) -> None:
         self.response += list(call.completion_token_ids)
-        self.mask += [1] * len(call.completion_token_ids)
-        self.logp += [float(x) for x in call.logprobs]
+        if self.mask_truncated and getattr(call, "finish_reason", None) == "length":
+            # overlong filtering (DAPO): a completion cut at max_tokens stays in the row as
+            # context, but none of its tokens is an action the loss trains on
+            self.mask += [0] * len(call.completion_token_ids)
+            self.logp += [0.0] * len(call.completion_token_ids)
+            self.masked_calls += 1
+        else:
+            self.mask += [1] * len(call.completion_token_ids)
+            self.logp += [float(x) for x in call.logprobs]
         self.n_calls += 1
 
     def extend(self, call: TokenCall) -> bool:
@@ -182,8 +197,13 @@ def episode_to_rows(
     attempt: int,
     reward: float | None,
     infra_error: bool = False,
+    mask_truncated: bool = False,
 ) -> tuple[list[SampleRow], ConversionStats]:
     """Merge an episode's calls (in call order) into rows.
+
+    `mask_truncated` (`ppo.mask_truncated`): a call whose completion ended at max_tokens
+    (`finish_reason == "length"`) stays in its row as context with response_mask 0; a row left
+    without action tokens is dropped (`dropped_truncated_rows`).
 
     `reward=None` or `infra_error=True` (no valid reward) yields no rows: an infrastructure
     failure never becomes a training signal. Nor does a reward outside [0, 1] (the binary
@@ -230,10 +250,14 @@ def episode_to_rows(
             )
             if cause not in REAL_BREAKS:
                 stats.kept_history_calls += 1
-        current = _Open(call)
+        current = _Open(call, mask_truncated)
         previous = call
     if current is not None:
         closed.append(current)
+    stats.masked_truncated_calls = sum(row.masked_calls for row in closed)
+    kept = [row for row in closed if any(row.mask)]
+    stats.dropped_truncated_rows = len(closed) - len(kept)
+    closed = kept
     rows = [
         _close(
             row,

@@ -216,7 +216,9 @@ def _train_steps(
             for k, ids in enumerate(rounds(plan.batches[step - 1]))
         ]
         _require_alive(live, run_dir, step)  # a server that died mid-rollout: no update
-        rows, rollout_metrics, episodes = _rows_and_metrics(job_dirs)
+        rows, rollout_metrics, episodes = _rows_and_metrics(
+            job_dirs, mask_truncated=spec.ppo.mask_truncated
+        )
         # 3. the update: fail closed without a valid trajectory
         check = Check(Gate.PPO_SMOKE_UPDATE_PASSED)
         check.require(
@@ -361,7 +363,7 @@ def _check_rollout_health(
 
 
 def _rows_and_metrics(
-    job_dirs: list[Path],
+    job_dirs: list[Path], *, mask_truncated: bool = False
 ) -> tuple[list[SampleRow], dict[str, float], list[EpisodeOutcome]]:
     """Training rows of the step's jobs, with rollout metrics and the conversion counts
     (`rollout/conversion/*`: calls, rows, dropped empty prompts/completions, episodes without
@@ -369,7 +371,7 @@ def _rows_and_metrics(
     rows: list[SampleRow] = []
     stats = ConversionStats()
     for job in job_dirs:
-        job_rows, job_stats = rows_from_job(job)
+        job_rows, job_stats = rows_from_job(job, mask_truncated=mask_truncated)
         rows += job_rows
         stats.add(job_stats)
     counts = {f"rollout/conversion/{k}": float(v) for k, v in stats.model_dump().items()}

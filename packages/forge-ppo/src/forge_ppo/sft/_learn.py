@@ -123,7 +123,7 @@ def _run_learn(
             job = out / "episodes" / f"step_{step:04d}"
             assert spec.ppo is not None  # (spec was rebound above: mypy's narrowing is gone)
             summary = _episodes(spec, live, tasks, job, spec.ppo.rollouts_per_task)
-            rows, _ = rows_from_job(job)
+            rows, _ = rows_from_job(job, mask_truncated=spec.ppo.mask_truncated)
             result = trainer.update(rows, step, episodes=episode_outcomes([job]))
             trainer.export_adapter(adapter)
             live.push_adapter(adapter, step)
