@@ -191,6 +191,7 @@ def _train_steps(
     trainer: Trainer,
 ) -> None:
     budget_gates(spec, trainer, run_dir)  # read back from what will train
+    mask_truncated = spec.ppo.mask_truncated if spec.ppo is not None else False
     served = run_dir / "served-adapter"  # rewritten in place each update (atomic files)
     trainer.export_adapter(served)
     live.push_adapter(served, 0)
@@ -216,9 +217,7 @@ def _train_steps(
             for k, ids in enumerate(rounds(plan.batches[step - 1]))
         ]
         _require_alive(live, run_dir, step)  # a server that died mid-rollout: no update
-        rows, rollout_metrics, episodes = _rows_and_metrics(
-            job_dirs, mask_truncated=spec.ppo.mask_truncated
-        )
+        rows, rollout_metrics, episodes = _rows_and_metrics(job_dirs, mask_truncated=mask_truncated)
         # 3. the update: fail closed without a valid trajectory
         check = Check(Gate.PPO_SMOKE_UPDATE_PASSED)
         check.require(
