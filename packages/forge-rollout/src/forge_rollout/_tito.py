@@ -170,10 +170,8 @@ class ChatRenderer:
         self.marker = f"<forge-turn-{secrets.token_hex(6)}-"
         self.marker_re = re.compile(re.escape(self.marker) + r"(\d+)>")
         self.sessions: OrderedDict[str, SessionState] = OrderedDict()
-        backend = (
-            getattr(tokenizer, "_tokenizer", None) if getattr(tokenizer, "is_fast", False) else None
-        )
-        self.backend: Any = backend if hasattr(backend, "encode_batch") else None
+        fast = getattr(tokenizer, "is_fast", False)
+        self.backend: Any = tokenizer.backend_tokenizer if fast else None  # the Rust tokenizer
 
     # -- sessions ---------------------------------------------------------------------------
 

@@ -185,13 +185,6 @@ class Actor:
                 return self.forward(batch).log_probs
         current: dict[str, torch.Tensor] = {}
         parameters = dict(self.model.named_parameters())
-        missing = sorted(set(self.reference) - set(parameters))
-        if missing:
-            raise RuntimeError(
-                f"expected the frozen reference's LoRA tensors in the actor; found {missing[:3]} "
-                "missing (the model was replaced after freeze_reference); fix: call "
-                "freeze_reference again after load_adapter"
-            )
         try:
             for name, frozen in self.reference.items():
                 current[name] = parameters[name].data

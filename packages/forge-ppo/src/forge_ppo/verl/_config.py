@@ -43,12 +43,6 @@ def overrides(spec: RunSpec, model_dir: Path, critic_dir: str, topology: VerlTop
     """Hydra overrides of verl's `ppo_trainer` config for `spec`."""
     assert spec.ppo is not None, "a PPO spec (smoke, soak, formal)"
     ppo, lora, ctx = spec.ppo, spec.lora, spec.context
-    if ppo.reference != "base":
-        raise ValueError(
-            f"verl trainer: expected ppo.reference = 'base' (verl's reference pass is the actor "
-            f"with its LoRA adapter off); found {ppo.reference!r}; fix: reference = 'base', or "
-            "trainer = 'local' for KL to the warm-start policy"
-        )
     targets = "[" + ",".join(lora.target_modules) + "]"
     arr, actor, critic = "actor_rollout_ref", "actor_rollout_ref.actor", "critic"
     cpu = topology.device == "cpu"
