@@ -73,7 +73,10 @@ def _install_torch_plan(
     session: nox.Session, lines: list[str], only_torch: bool = False
 ) -> install_plan.Plan:
     """Print and carry out tools/install_plan.py's plan for this session's interpreter."""
-    probe = session.run("python", "-c", install_plan.INTERPRETER_PROBE, silent=True, log=False)
+    # run_install: the probe is part of installing, so `nox --install-only` runs it too
+    probe = session.run_install(
+        "python", "-c", install_plan.INTERPRETER_PROBE, silent=True, log=False
+    )
     machine = install_plan.machine_facts(json.loads(str(probe).strip().splitlines()[-1]))
     try:
         plan = install_plan.plan_install(lines, machine)
@@ -307,9 +310,9 @@ def learn(session: nox.Session) -> None:
     """PPO from the demo policy on the demo train split, pass@1 before and after.
 
     `forge-ppo learn --config formal-learn-local`: the cached demo policy (built on first use,
-    see `forge-ppo sft`) warm-starts the local trainer; 8 T=1 attempts per train task before and
-    after, PPO updates until the stopping rule; learn.json, learn.md and learn.png in the run
-    folder (posargs go to `forge-ppo learn`, e.g. --max-updates 4)."""
+    see `forge-ppo sft`) warm-starts the local trainer; 16 T=1 attempts per train task before
+    and after, PPO updates (at most 32) until the stopping rule; learn.json, learn.md and
+    learn.png in the run folder (posargs go to `forge-ppo learn`, e.g. --max-updates 4)."""
     install_workspace(session)
     session.run(
         "forge-ppo", "learn", "--config", "formal-learn-local",

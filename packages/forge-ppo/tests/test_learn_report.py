@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from forge_ppo.sft._learn import outcomes, paired, pass_at_1, plot, table
+from forge_ppo.sft._learn import episode_endings, outcomes, paired, pass_at_1, plot, table
 
 
 def _report(before, after, updates):
@@ -39,12 +41,41 @@ def test_pass_at_1_interval_holds_the_rate():
 def test_table_states_the_measured_numbers_and_the_plot_is_written(tmp_path):
     before, after = {"a": [1, 0, 0, 0]}, {"a": [1, 1, 1, 0]}
     updates = [
-        {"step": 1, "success": 0.5, "ev": 0.3, "entropy": 0.4},
+        {"step": 1, "success": 0.5, "ev": 0.3, "entropy": 0.4, "episodes": 4,
+         "endings": {"Submitted/unsolved": 2, "Submitted/solved": 2}},
         {"step": 2, "success": 0.75, "ev": None, "entropy": None},
-    ]
+    ]  # fmt: skip
     report = _report(before, after, updates)
+    report["endings"] = {
+        "before": {"Submitted/unsolved": 3, "Submitted/solved": 1},
+        "after": {"Submitted/solved": 3, "RepeatedFormatError/unsolved": 1},
+    }
     text = table(report)
+    assert "| Submitted/unsolved | 3 | 0 |" in text
+    assert "| RepeatedFormatError/unsolved | 0 | 1 |" in text
     assert "| before | 1 / 4 | 0.250 |" in text and "| after | 3 / 4 | 0.750 |" in text
     assert "before-only 0, after-only 2" in text and "updates 2 (max_updates)" in text
     plot(report, tmp_path / "learn.png")
     assert (tmp_path / "learn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _trial(job, name, exit_status, rewards):
+    folder = job / name
+    folder.mkdir(parents=True)
+    trial = {"task_name": name.split("__")[0], "verifier_result": {"rewards": rewards}}
+    if exit_status is not None:
+        trial["agent_result"] = {"metadata": {"exit_status": exit_status, "n_steps": 1}}
+    (folder / "result.json").write_text(json.dumps(trial))
+
+
+def test_episode_endings_count_exit_status_and_verdict(tmp_path):
+    _trial(tmp_path, "a__1", "Submitted", {"reward": 1.0})
+    _trial(tmp_path, "a__2", "Submitted", {"reward": 0.0})
+    _trial(tmp_path, "b__1", "Submitted", {"reward": 0.0})
+    _trial(tmp_path, "b__2", "RepeatedFormatError", {"reward": 1.0})
+    _trial(tmp_path, "c__1", None, None)  # an infrastructure error: no agent result, no verdict
+    (tmp_path / "config.json").write_text("{}")  # the job's own files are not trials
+    assert episode_endings(tmp_path) == {
+        "RepeatedFormatError/solved": 1, "Submitted/solved": 1, "Submitted/unsolved": 2,
+        "error/unsolved": 1,
+    }  # fmt: skip

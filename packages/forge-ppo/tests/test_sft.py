@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import forge_data
-from forge_gates import load_spec
+from forge_gates import LoRASpec, load_spec
+from forge_ppo import Actor
 from forge_ppo.sft import (
     DEMO_POLICY,
     OracleError,
@@ -21,8 +22,9 @@ from forge_ppo.sft import (
     resolve_warm_start,
 )
 from forge_ppo.sft._build import REPORT_NAME, cache_key, resolve_demo_policy, train_task_ids
-from forge_ppo.sft._sft import SFTSpec
+from forge_ppo.sft._sft import SFTSpec, train_sft
 from forge_rollout import resolve_tasks
+from forge_rollout.rows import RowHeader, SampleRow
 
 
 @pytest.mark.parametrize("task", resolve_tasks("demo:train"), ids=lambda t: t.name)
@@ -112,3 +114,87 @@ def test_resolve_warm_start_finds_the_cached_build_and_leaves_other_values(tmp_p
     )
     assert resolve_warm_start(plain, model, tmp_path / "cache") is plain
     assert not list((tmp_path / "cache").glob(f".{DEMO_POLICY}-*"))  # nothing was built
+
+
+def _row(task: str, first: int, reward: float) -> SampleRow:
+    """One call of three action tokens after a shared prompt; `first` is the decision token."""
+    rewards = torch.zeros(3)
+    rewards[-1] = reward
+    header = RowHeader(task_id=task, episode_id=task, attempt=0, row_index=0, n_calls=1,
+                       reward=reward)  # fmt: skip
+    return SampleRow(
+        header=header, prompt_ids=torch.tensor([5, 6, 7, 8]),
+        response_ids=torch.tensor([first, 40, 41]), response_mask=torch.ones(3, dtype=torch.long),
+        rollout_log_probs=torch.zeros(3), token_level_rewards=rewards,
+    )  # fmt: skip
+
+
+def _first_token_probs(actor: Actor, tokens: list[int]) -> list[float]:
+    with torch.no_grad():
+        logits = actor.model(input_ids=torch.tensor([[5, 6, 7, 8]])).logits[0, -1]
+    return logits.softmax(-1)[tokens].tolist()
+
+
+def test_sft_with_a_premature_submit_row_is_a_one_to_one_choice_estimated_on_the_oracle(tiny):
+    """A reward-0 decoy row with the oracle's prompt trains like any row (the first call becomes
+    a 1 : 1 choice) and is left out of the success estimate."""
+    lora = LoRASpec(rank=4, alpha=8, target_modules=("q_proj", "v_proj", "lm_head"))
+    fix, submit = _row("fix", 30, 1.0), _row("submit", 31, 0.0)
+    torch.manual_seed(0)
+    actor = Actor.from_pretrained(tiny.base, lora)
+    spec = SFTSpec(lr=2e-2, target=0.4, check_every=5, max_steps=300)
+    result = train_sft(actor, [fix, submit], spec, pad_token_id=0)
+    assert set(result.per_task_estimate) == {"fix"}
+    assert result.estimated_success == pytest.approx(result.per_task_estimate["fix"])
+    p_fix, p_submit = _first_token_probs(actor, [30, 31])
+    assert p_fix + p_submit > 0.8 and 0.3 < p_fix < 0.7 and 0.3 < p_submit < 0.7
+    # the oracle's first turn cannot pass ~1/2 beside its decoy: a higher target is never met
+    torch.manual_seed(0)
+    capped = Actor.from_pretrained(tiny.base, lora)
+    with pytest.raises(RuntimeError, match="reach 0.7"):
+        train_sft(capped, [fix, submit], spec.model_copy(update={"target": 0.7}), pad_token_id=0)
+
+
+def test_sft_refuses_rows_without_a_rewarded_one(tiny):
+    actor = Actor.from_pretrained(tiny.base, tiny.lora)
+    with pytest.raises(ValueError, match="none rewarded"):
+        train_sft(actor, [_row("submit", 31, 0.0)], SFTSpec(max_steps=1), pad_token_id=0)
+
+
+def test_the_demo_policy_key_changes_with_its_premature_submits(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    spec = load_spec("smoke-local")
+    keys = {cache_key(spec, model, SFTSpec(premature_submits=k)) for k in (0, 1, 2)}
+    assert len(keys) == 3
+
+
+def test_premature_submits_are_recorded_through_the_real_chain_with_reward_0(tmp_path):
+    """Gateway, bubblewrap sandbox and verifier: each decoy episode is one call that submits,
+    the verifier gives it 0, and it becomes one row whose action is exactly the submit reply;
+    the same plans held to reward 1 (the oracle's bar) are refused."""
+    from transformers import AutoTokenizer
+
+    from forge_ppo.sft._oracle import (
+        SUBMIT_REPLY,
+        premature_submit_replies,
+        record_premature_submits,
+        record_scripted_episodes,
+    )
+    from forge_rollout import TinyModelSpec, agent_config_from_spec, make_tiny_model
+
+    model = make_tiny_model(tmp_path / "tiny", TinyModelSpec(seed=0))
+    spec = load_spec("smoke-local")
+    tasks = resolve_tasks("demo:train")[:2]
+    config = agent_config_from_spec(spec, "train")
+    rows, _ = record_premature_submits(spec, tasks, model, tmp_path / "decoy", config)
+    assert sorted(r.header.task_id for r in rows) == sorted(t.name for t in tasks)
+    tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
+    for row in rows:
+        assert row.header.reward == 0.0 and row.header.n_calls == 1
+        action = row.response_ids[row.response_mask.bool()].tolist()
+        assert tokenizer.decode(action, skip_special_tokens=True) == SUBMIT_REPLY
+    plans = {t.instruction().strip(): premature_submit_replies(t) for t in tasks}
+    with pytest.raises(OracleError, match="reward 1.0"):
+        record_scripted_episodes(spec, tasks, model, tmp_path / "held", config, plans, 1.0)

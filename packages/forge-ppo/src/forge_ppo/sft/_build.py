@@ -3,7 +3,9 @@
 `build_demo_policy` (what `forge-ppo sft` runs), as numbered steps:
 
 1. record the scripted oracle policy's episodes on the TRAIN split only, through the real chain
-   (`_oracle`); validation and test tasks are refused before anything runs;
+   (`_oracle`), and, when `SFTSpec.premature_submits` > 0, its decoy episodes (submit without
+   the fix, verified reward 0) repeated that many times; validation and test tasks are refused
+   before anything runs;
 2. SFT: LoRA (the run's `[lora]`) on the actor, loss on action tokens only, until the stopping
    rule (`_sft`);
 3. measure the policy at temperature 1 on the train split through server + gateway + sandboxes
@@ -43,7 +45,7 @@ from forge_ppo.checkpoint._summary import model_fingerprint
 from forge_ppo.checkpoint._update import UpdateTracker
 from forge_ppo.local._actor import Actor
 from forge_ppo.local._value_model import ValueModel
-from forge_ppo.sft._oracle import record_oracle_episodes
+from forge_ppo.sft._oracle import record_oracle_episodes, record_premature_submits
 from forge_ppo.sft._sft import SFTSpec, fit_critic, train_sft
 from forge_rollout import (
     POLICY_NAME,
@@ -127,6 +129,9 @@ def _build(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -> dict[str,
     config = agent_config_from_spec(spec, "train")
     # 1. the oracle's episodes through the real gateway -> rows (train split only)
     rows, conversion = record_oracle_episodes(spec, tasks, model_dir, out / "oracle", config)
+    decoys: list[Any] = []
+    if sft.premature_submits:
+        decoys, _ = record_premature_submits(spec, tasks, model_dir, out / "decoy", config)
     recorded = time.perf_counter()
     # 2. SFT of a fresh adapter; the tracker proves both parts really changed
     torch.manual_seed(sft.seed)
@@ -134,7 +139,7 @@ def _build(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -> dict[str,
     critic = ValueModel.from_pretrained(critic_base(spec, model_dir), dtype=torch.float32)
     tracker = UpdateTracker(actor.model, critic)
     pad = _pad_id(model_dir)
-    result = train_sft(actor, rows, sft, pad_token_id=pad)
+    result = train_sft(actor, [*rows, *decoys * sft.premature_submits], sft, pad_token_id=pad)
     # 3. the real success at temperature 1 on the train split, through the whole chain
     measure, measure_started = out / "measure", time.perf_counter()
     actor.save_adapter(measure / "adapter")
@@ -174,7 +179,12 @@ def _build(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -> dict[str,
     report = {
         "schema": REPORT_SCHEMA,
         "checkpoint": checkpoint.name,
-        "trained_on": {"split": "train", "task_ids": ids, "rows": len(rows)},
+        "trained_on": {
+            "split": "train",
+            "task_ids": ids,
+            "rows": len(rows),
+            "premature_submit_rows": len(decoys) * sft.premature_submits,
+        },
         "oracle_conversion": conversion.model_dump(),
         "sft": sft.model_dump(mode="json"),
         "sft_result": result.model_dump(mode="json"),

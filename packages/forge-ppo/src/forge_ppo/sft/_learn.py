@@ -8,16 +8,19 @@
    updates' training episodes all solved;
 4. after: the same measurement as before, with the final adapter;
 5. learn.json (pass@1 with Wilson 95% intervals, per-task win/tie/loss, exact McNemar p on the
-   (task, attempt) pairs, success, critic EV, policy entropy and the served-vs-trained log-prob
-   gap per update), learn.md (table), learn.png.
+   (task, attempt) pairs, how the episodes ended before and after and per update, success,
+   critic EV, policy entropy and the served-vs-trained log-prob gap per update), learn.md
+   (table), learn.png.
 The claim is what was measured: the report states the numbers, whatever they are.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,7 @@ from forge_rollout import (
     rows_from_job,
     run_rollouts,
 )
+from forge_sandbox import reward_of
 
 SCHEMA = "forge-ppo/learn@1"
 EV = "critic/observability/ev"
@@ -58,6 +62,20 @@ def outcomes(rewards: dict[str, float | None]) -> dict[str, list[int]]:
         task, _, k = key.partition("#")
         per_task.setdefault(task, {})[int(k or 0)] = int(reward == 1.0)
     return {t: [v[k] for k in sorted(v)] for t, v in sorted(per_task.items())}
+
+
+def episode_endings(job: Path) -> dict[str, int]:
+    """How a job's episodes ended: counts of '<agent exit status>/<solved|unsolved>' over its
+    trials (`result.json`); an episode without an exit status (an infrastructure error) is
+    'error/<...>'. E.g. 'Submitted/unsolved' is a submit the verifier failed."""
+    counts: Counter[str] = Counter()
+    for path in sorted(job.glob("*/result.json")):
+        trial = json.loads(path.read_text())
+        meta = (trial.get("agent_result") or {}).get("metadata") or {}
+        reward = reward_of((trial.get("verifier_result") or {}).get("rewards"))
+        solved = reward is not None and reward >= 1
+        counts[f"{meta.get('exit_status') or 'error'}/{'solved' if solved else 'unsolved'}"] += 1
+    return dict(sorted(counts.items()))
 
 
 def pass_at_1(per_task: dict[str, list[int]]) -> dict[str, Any]:
@@ -117,6 +135,7 @@ def _run_learn(
         live.push_adapter(adapter, 0)
         # 2. before
         before = outcomes(_episodes(spec, live, tasks, out / "before", attempts).rewards)
+        endings = {"before": episode_endings(out / "before")}
         # 3. PPO updates until the stopping rule
         stop = "max_updates"
         for step in range(1, max_updates + 1):
@@ -130,7 +149,8 @@ def _run_learn(
             solved = sum(1 for r in summary.rewards.values() if r == 1.0)
             updates.append({
                 "step": step, "success": solved / len(summary.rewards),
-                "episodes": len(summary.rewards), "ev": result.metrics.get(EV),
+                "episodes": len(summary.rewards), "endings": episode_endings(job),
+                "ev": result.metrics.get(EV),
                 "advantage_std": result.metrics.get("critic/observability/advantages_std"),
                 "approx_kl": result.metrics.get("actor/ppo_kl"),
                 "clipfrac": result.metrics.get("actor/pg_clipfrac"),
@@ -149,6 +169,7 @@ def _run_learn(
                 break
         # 4. after
         after = outcomes(_episodes(spec, live, tasks, out / "after", attempts).rewards)
+        endings["after"] = episode_endings(out / "after")
     trainer.close()
     # 5. the report
     report = {
@@ -156,7 +177,7 @@ def _run_learn(
         "stopping_rule": {"max_updates": max_updates, "budget_s": budget_s, "stopped_by": stop},
         "before": pass_at_1(before) | {"per_task": before},
         "after": pass_at_1(after) | {"per_task": after},
-        "paired": paired(before, after), "updates": updates,
+        "paired": paired(before, after), "endings": endings, "updates": updates,
         "wall_s": time.perf_counter() - started,
     }  # fmt: skip
     before_rate, after_rate = pass_at_1(before), pass_at_1(after)
@@ -175,6 +196,12 @@ def table(report: dict[str, Any]) -> str:
         r = report[name]
         lines.append(f"| {name} | {r['successes']} / {r['attempts']} | {r['pass_at_1']:.3f} | "
                      f"[{r['wilson_low']:.3f}, {r['wilson_high']:.3f}] |")  # fmt: skip
+    endings = report.get("endings") or {}
+    if endings:
+        lines += ["", "| episode ended | before | after |", "|---|---|---|"]
+        for kind in sorted(set(endings.get("before", {})) | set(endings.get("after", {}))):
+            counts = [endings.get(name, {}).get(kind, 0) for name in ("before", "after")]
+            lines.append(f"| {kind} | {counts[0]} | {counts[1]} |")
     p = report["paired"]
     stop = report["stopping_rule"]["stopped_by"]
     lines += [
@@ -204,6 +231,12 @@ def plot(report: dict[str, Any], path: Path) -> None:
     left.plot([s for s, _ in evs], [e for _, e in evs], "s--", label="critic EV")
     ents = [(u["step"], u["entropy"]) for u in report["updates"] if u.get("entropy") is not None]
     left.plot([s for s, _ in ents], [e for _, e in ents], "^:", label="policy entropy (nats/token)")
+    unsolved = [
+        (u["step"], u["endings"].get("Submitted/unsolved", 0) / max(u["episodes"], 1))
+        for u in report["updates"]
+        if u.get("endings") is not None
+    ]
+    left.plot([s for s, _ in unsolved], [f for _, f in unsolved], "x-.", label="submitted unsolved")
     left.set_xlabel("PPO update")
     left.legend()
     for i, name in enumerate(("before", "after")):

@@ -10,6 +10,10 @@ heredoc; the lines that differ from the workspace's copy become `sed` line chang
 file would not fit an agent reply of the demo configs' `max_tokens`). Every derived action is
 proven by the verifier: recording fails unless each oracle episode gets reward 1.
 
+The decoy plan (`premature_submit_replies`) is the failure the demo policy is also shown: submit
+at once, without the fix (the premature submit real SWE agents are known for); recording proves
+the verifier gives each such episode reward 0.
+
 Episodes go through the real chain: mini-swe-agent, bubblewrap sandboxes, the token-in-token-out
 gateway with the model's own chat template, the verifier, and `rows_from_job`. The scripted
 upstream answers `/v1/completions` on token ids with the *canonical* token ids of its text
@@ -90,13 +94,18 @@ def oracle_fix(task: HarborTask) -> str:
     return f"sed -i {' '.join(edits)} {rel}"
 
 
+SUBMIT_REPLY = f"THOUGHT: submit.\n```mswea_bash_command\n{SUBMIT}\n```"
+
+
 def oracle_replies(task: HarborTask) -> list[str]:
     """The scripted policy's replies in call order: the fix, then the submit."""
     fix = oracle_fix(task)
-    return [
-        f"THOUGHT: apply the fix.\n```mswea_bash_command\n{fix}\n```",
-        f"THOUGHT: submit.\n```mswea_bash_command\n{SUBMIT}\n```",
-    ]
+    return [f"THOUGHT: apply the fix.\n```mswea_bash_command\n{fix}\n```", SUBMIT_REPLY]
+
+
+def premature_submit_replies(task: HarborTask) -> list[str]:
+    """The decoy plan: submit on the first call, without the fix (a one-call episode)."""
+    return [SUBMIT_REPLY]
 
 
 def scripted_upstream(tokenizer: Any, replies: dict[str, list[str]], window: int):
@@ -147,16 +156,45 @@ def record_oracle_episodes(
     """One oracle episode per task through gateway, sandbox and verifier into `out/job`;
     returns the rows (`rows_from_job`) and their conversion counts. Raises OracleError unless
     every episode was verified with reward 1 and became exactly one row."""
+    plans = {task.instruction().strip(): oracle_replies(task) for task in tasks}
+    return record_scripted_episodes(spec, tasks, model_dir, out, config, plans, reward=1.0)
+
+
+def record_premature_submits(
+    spec: RunSpec,
+    tasks: list[HarborTask],
+    model_dir: Path,
+    out: Path,
+    config: AgentConfig,
+) -> tuple[list[SampleRow], ConversionStats]:
+    """One decoy episode per task (`premature_submit_replies`) into `out/job`; raises
+    OracleError unless the verifier gave every one reward 0 and each became one row."""
+    plans = {task.instruction().strip(): premature_submit_replies(task) for task in tasks}
+    return record_scripted_episodes(spec, tasks, model_dir, out, config, plans, reward=0.0)
+
+
+def record_scripted_episodes(
+    spec: RunSpec,
+    tasks: list[HarborTask],
+    model_dir: Path,
+    out: Path,
+    config: AgentConfig,
+    plans: dict[str, list[str]],
+    reward: float,
+) -> tuple[list[SampleRow], ConversionStats]:
+    """One episode per task of the scripted policy answering `plans` (task instruction ->
+    replies in call order) through gateway, sandbox and verifier into `out/job`; the rows and
+    their conversion counts. Raises OracleError unless every episode got `reward` and became
+    exactly one row."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
-    replies = {task.instruction().strip(): oracle_replies(task) for task in tasks}
     traces = out / "traces"
     gateway = GatewayConfig(
         upstream="", traces_dir=traces, window=spec.context.window,
         reserve=spec.context.reserve, tokenizer_dir=model_dir, tito=True,
     )  # fmt: skip
-    with run_app_in_thread(scripted_upstream(tokenizer, replies, spec.context.window)) as upstream:
+    with run_app_in_thread(scripted_upstream(tokenizer, plans, spec.context.window)) as upstream:
         gateway = gateway.model_copy(update={"upstream": upstream})
         with run_app_in_thread(create_gateway_app(gateway), handler_cancellation=True) as url:
             summary = asyncio.run(
@@ -166,11 +204,11 @@ def record_oracle_episodes(
                     verifier_timeout_s=spec.agent.verifier_timeout_s,
                 )
             )  # fmt: skip
-    failed = sorted(name for name, r in summary.rewards.items() if r != 1.0)
+    wrong = sorted(name for name, r in summary.rewards.items() if r != reward)
     rows, stats = rows_from_job(out / "job")
-    if failed or len(summary.rewards) != len(tasks) or len(rows) != len(tasks):
+    if wrong or len(summary.rewards) != len(tasks) or len(rows) != len(tasks):
         raise OracleError(
-            f"expected every oracle episode verified with reward 1 and one row each "
+            f"expected every scripted episode verified with reward {reward} and one row each "
             f"({len(tasks)} tasks); found rewards {summary.rewards}, {len(rows)} rows "
             f"({stats.model_dump()}); fix: see {out / 'job'} (trial result.json files)"
         )

@@ -10,6 +10,8 @@ reaches `target`: the mean over rows of the probability of sampling the row's fi
 exactly, exp(sum_t log pi over that turn). It is a lower bound of the chance that the first call
 applies the oracle fix (another correct spelling would also pass), measured on the rows alone,
 so no rollout is needed to decide when to stop; the build then measures the real success.
+Rows with reward 0 (the premature-submit decoys, `SFTSpec.premature_submits`) train like the
+others but are left out of the estimate: it is the chance of sampling the *oracle's* first turn.
 
 The critic is fitted to the Monte-Carlo returns of rollouts (gamma = 1: every action token's
 return is the episode's reward), a value-regression warm-up, so PPO from this checkpoint starts
@@ -48,6 +50,13 @@ class SFTSpec(BaseModel):
     attempts: int = Field(default=4, gt=0, description="T=1 episodes per train task measured.")
     critic_lr: float = Field(default=1e-3, gt=0, description="Critic fit learning rate.")
     critic_steps: int = Field(default=40, gt=0, description="Critic fit optimizer steps.")
+    premature_submits: int = Field(
+        default=2,
+        ge=0,
+        description="Decoy rows per train task: episodes that submit without the fix (reward "
+        "0), trained on beside the oracle's; k of them leave the first call a 1 : k choice "
+        "between fixing and submitting.",
+    )
 
 
 class SFTResult(BaseModel):
@@ -100,7 +109,7 @@ def sft_step(
     """One optimizer step on the action-token NLL of `batch` (gradient norm clipped); the loss.
     Raises RuntimeError on a non-finite loss (before the step)."""
     loss = action_nll(actor.log_probs(batch), batch.response_mask)
-    value = float(loss)
+    value = float(loss.detach())
     if not math.isfinite(value):
         raise RuntimeError(
             f"expected a finite SFT loss; found {value} at step {step}; fix: lower the SFT "
@@ -120,6 +129,12 @@ def train_sft(
     `max_steps` pass without reaching `target` (with the last estimate)."""
     torch.manual_seed(spec.seed)
     batch: Batch = collate(list(rows), pad_token_id=pad_token_id).to(actor.device)
+    solved = batch.token_level_rewards.sum(dim=1) > 0  # the estimate's rows: the oracle's
+    if not bool(solved.any()):
+        raise ValueError(
+            f"expected SFT rows with reward > 0 (the oracle's) to estimate success on; found "
+            f"{len(rows)} rows, none rewarded; fix: train on the oracle's episodes"
+        )
     optimizer = torch.optim.AdamW(actor.trainable_parameters(), lr=spec.lr, weight_decay=0.0)
     started, history = time.perf_counter(), []
     actor.model.train()
@@ -131,7 +146,7 @@ def train_sft(
             actor.model.eval()
             estimate = first_turn_probability(actor.log_probs(batch), batch.response_mask)
             actor.model.train()
-        mean = float(estimate.mean())
+        mean = float(estimate[solved].mean())
         history.append({"step": step, "loss": loss, "estimated_success": mean})
         if mean >= spec.target:
             actor.model.eval()
@@ -139,7 +154,13 @@ def train_sft(
                 steps=step,
                 final_loss=loss,
                 estimated_success=mean,
-                per_task_estimate=dict(zip(batch.task_ids, estimate.tolist(), strict=True)),
+                per_task_estimate={
+                    t: e
+                    for t, e, keep in zip(
+                        batch.task_ids, estimate.tolist(), solved.tolist(), strict=True
+                    )
+                    if keep
+                },
                 action_tokens=int(batch.response_mask.sum()),
                 seconds=time.perf_counter() - started,
                 history=history,

@@ -107,8 +107,8 @@ def add_sft_commands(sub, quiet: Callable[[], None], overrides) -> None:
                 default=Path("runs/learn/latest"),
                 help="folder for learn.json, learn.md and learn.png",
             )
-            p.add_argument("--attempts", type=int, default=8, help="T=1 episodes per task")
-            p.add_argument("--max-updates", type=int, default=16, help="stopping rule: cap")
+            p.add_argument("--attempts", type=int, default=16, help="T=1 episodes per task")
+            p.add_argument("--max-updates", type=int, default=32, help="stopping rule: cap")
             p.add_argument("--budget-s", type=float, default=1500.0, help="stop updating after")
         p.set_defaults(run=run)
     add_format_command(sub, quiet, overrides)
