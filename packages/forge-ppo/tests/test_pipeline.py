@@ -165,6 +165,44 @@ def test_production_config_is_refused_before_a_run_folder(tmp_path: Path, capsys
 
 
 @pytest.mark.usefixtures("isolation")
+def test_the_pipeline_masks_truncated_calls_when_the_spec_says_so(
+    tmp_path: Path, cache_dir: Path, monkeypatch
+) -> None:
+    """ppo.mask_truncated reaches the rows. The tiny base mostly writes noise until max_tokens
+    (training samples are unseeded, so a call may also stop early): a run either trains with
+    every cut call counted as masked, or, when every call was cut, fails closed saying why."""
+    from forge_ppo.pipeline import _train as pipeline
+
+    seen: list[bool] = []
+    real = pipeline.rows_from_job
+
+    def spy(job, **kwargs):
+        seen.append(kwargs.get("mask_truncated", False))
+        return real(job, **kwargs)
+
+    monkeypatch.setattr(pipeline, "rows_from_job", spy)
+    run = tmp_path / "run"
+    try:
+        pipeline.train(reduced_spec("ppo.mask_truncated=true"), run_dir=run, cache_dir=cache_dir)
+    except GateError as error:
+        failed: GateError | None = error
+    else:
+        failed = None
+    assert seen and all(seen)
+    traces = list((run / "episodes").rglob("traces.jsonl"))
+    reasons = [json.loads(x)["finish_reason"] for t in traces for x in t.read_text().splitlines()]
+    if failed is not None:  # every call cut: no row left, the update refused
+        assert "dropped: every action cut at max_tokens" in str(failed)
+        assert "0 errored episodes" in str(failed) and set(reasons) == {"length"}
+        assert [r.gate for r in read_ledger(run)][-1] == "PPO_SMOKE_UPDATE_FAILED"
+        assert not (run / "checkpoints").exists()
+    else:
+        metrics = json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])["metrics"]
+        masked = metrics["rollout/conversion/masked_truncated_calls"]
+        assert masked == reasons.count("length") and "stop" in reasons
+
+
+@pytest.mark.usefixtures("isolation")
 def test_dead_inference_fails_closed_without_checkpoint(
     tmp_path: Path, cache_dir: Path, monkeypatch
 ) -> None:

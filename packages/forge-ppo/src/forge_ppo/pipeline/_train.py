@@ -224,8 +224,11 @@ def _train_steps(
             bool(rows),
             rule="update.rows",
             expected=">= 1 valid trajectory",
-            found=f"0 rows ({rollout_metrics.get('rollout/errors', 0):.0f} errored episodes)",
-            fix="see the episodes' exception_info; fix the cause",
+            found=f"0 rows ({rollout_metrics.get('rollout/errors', 0):.0f} errored episodes, "
+            f"{rollout_metrics.get('rollout/conversion/dropped_truncated_rows', 0):.0f} rows "
+            "dropped: every action cut at max_tokens, ppo.mask_truncated)",
+            fix="see the episodes' exception_info; fix the cause (for dropped rows: raise "
+            "agent.max_tokens or turn ppo.mask_truncated off)",
         )
         if spec.phase == "formal":  # soak judges its ratios over the whole run (_final_gate)
             _check_rollout_health(spec, check, rollout_metrics, "update")
