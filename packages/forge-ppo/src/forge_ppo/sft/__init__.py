@@ -1,4 +1,6 @@
-"""The demo policy: supervised LoRA warm start on the scripted oracle's episodes (train split).
+"""The demo policy: supervised LoRA warm start on the scripted oracle's episodes (train split),
+with premature submits beside them (`SFTSpec.premature_submits`: reward-0 episodes that submit
+without the fix, so the first call is a fix-or-give-up choice PPO can learn).
 
     from forge_ppo.sft import resolve_demo_policy, resolve_warm_start
     checkpoint = resolve_demo_policy(spec, model_dir, Path(".cache/forge"))  # built once

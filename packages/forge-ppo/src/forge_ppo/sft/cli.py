@@ -88,7 +88,11 @@ def add_sft_commands(sub, quiet: Callable[[], None], overrides) -> None:
         return 0
 
     for name, run, text in (
-        ("sft", sft, "build (or find) the cached demo policy: LoRA SFT on oracle episodes"),
+        (
+            "sft",
+            sft,
+            "build (or find) the cached demo policy: LoRA SFT, oracle episodes + premature submits",
+        ),
         ("learn", learn, "PPO from the demo policy on the train split; pass@1 before/after"),
     ):
         p = sub.add_parser(name, help=text)
