@@ -173,13 +173,12 @@ def test_the_demo_policy_key_changes_with_its_premature_submits(tmp_path):
 def test_premature_submits_are_recorded_through_the_real_chain_with_reward_0(tmp_path):
     """Gateway, bubblewrap sandbox and verifier: each decoy episode is one call that submits,
     the verifier gives it 0, and it becomes one row whose action is exactly the submit reply;
-    the same plans held to reward 1 (the oracle's bar) are refused."""
+    the same plan held to reward 1 (the oracle's bar) is refused."""
     from transformers import AutoTokenizer
 
     from forge_ppo.sft._oracle import (
         SUBMIT_REPLY,
         premature_submit_replies,
-        record_premature_submits,
         record_scripted_episodes,
     )
     from forge_rollout import TinyModelSpec, agent_config_from_spec, make_tiny_model
@@ -188,13 +187,16 @@ def test_premature_submits_are_recorded_through_the_real_chain_with_reward_0(tmp
     spec = load_spec("smoke-local")
     tasks = resolve_tasks("demo:train")[:2]
     config = agent_config_from_spec(spec, "train")
-    rows, _ = record_premature_submits(spec, tasks, model, tmp_path / "decoy", config)
+    rows, _ = record_scripted_episodes(
+        spec, tasks, model, tmp_path / "decoy", config, premature_submit_replies, reward=0.0
+    )
     assert sorted(r.header.task_id for r in rows) == sorted(t.name for t in tasks)
     tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
     for row in rows:
         assert row.header.reward == 0.0 and row.header.n_calls == 1
         action = row.response_ids[row.response_mask.bool()].tolist()
         assert tokenizer.decode(action, skip_special_tokens=True) == SUBMIT_REPLY
-    plans = {t.instruction().strip(): premature_submit_replies(t) for t in tasks}
     with pytest.raises(OracleError, match="reward 1.0"):
-        record_scripted_episodes(spec, tasks, model, tmp_path / "held", config, plans, 1.0)
+        record_scripted_episodes(
+            spec, tasks, model, tmp_path / "held", config, premature_submit_replies, reward=1.0
+        )

@@ -16,7 +16,13 @@ from forge_ppo.sft._build import (
     resolve_demo_policy,
     resolve_warm_start,
 )
-from forge_ppo.sft._oracle import OracleError, oracle_fix, oracle_replies, record_oracle_episodes
+from forge_ppo.sft._oracle import (
+    OracleError,
+    oracle_fix,
+    oracle_replies,
+    premature_submit_replies,
+    record_scripted_episodes,
+)
 from forge_ppo.sft._sft import (
     SFTSpec,
     action_nll,
@@ -37,7 +43,8 @@ __all__ = [
     "fit_critic",
     "oracle_fix",
     "oracle_replies",
-    "record_oracle_episodes",
+    "premature_submit_replies",
+    "record_scripted_episodes",
     "resolve_demo_policy",
     "resolve_warm_start",
     "train_sft",

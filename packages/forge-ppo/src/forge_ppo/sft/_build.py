@@ -45,7 +45,11 @@ from forge_ppo.checkpoint._summary import model_fingerprint
 from forge_ppo.checkpoint._update import UpdateTracker
 from forge_ppo.local._actor import Actor
 from forge_ppo.local._value_model import ValueModel
-from forge_ppo.sft._oracle import record_oracle_episodes, record_premature_submits
+from forge_ppo.sft._oracle import (
+    oracle_replies,
+    premature_submit_replies,
+    record_scripted_episodes,
+)
 from forge_ppo.sft._sft import SFTSpec, fit_critic, train_sft
 from forge_rollout import (
     POLICY_NAME,
@@ -55,6 +59,7 @@ from forge_rollout import (
     rows_from_job,
     run_rollouts,
 )
+from forge_rollout.rows import SampleRow
 
 DEMO_POLICY = "demo-policy"
 REPORT_SCHEMA = "forge-ppo/demo-policy@1"
@@ -128,10 +133,14 @@ def _build(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -> dict[str,
     assert [t.name for t in tasks] == ids, "resolve_tasks and forge_data disagree on the split"
     config = agent_config_from_spec(spec, "train")
     # 1. the oracle's episodes through the real gateway -> rows (train split only)
-    rows, conversion = record_oracle_episodes(spec, tasks, model_dir, out / "oracle", config)
-    decoys: list[Any] = []
+    rows, conversion = record_scripted_episodes(
+        spec, tasks, model_dir, out / "oracle", config, oracle_replies, reward=1.0
+    )
+    decoys: list[SampleRow] = []
     if sft.premature_submits:
-        decoys, _ = record_premature_submits(spec, tasks, model_dir, out / "decoy", config)
+        decoys, _ = record_scripted_episodes(
+            spec, tasks, model_dir, out / "decoy", config, premature_submit_replies, reward=0.0
+        )
     recorded = time.perf_counter()
     # 2. SFT of a fresh adapter; the tracker proves both parts really changed
     torch.manual_seed(sft.seed)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,49 +147,23 @@ def scripted_upstream(tokenizer: Any, replies: dict[str, list[str]], window: int
     return app
 
 
-def record_oracle_episodes(
-    spec: RunSpec,
-    tasks: list[HarborTask],
-    model_dir: Path,
-    out: Path,
-    config: AgentConfig,
-) -> tuple[list[SampleRow], ConversionStats]:
-    """One oracle episode per task through gateway, sandbox and verifier into `out/job`;
-    returns the rows (`rows_from_job`) and their conversion counts. Raises OracleError unless
-    every episode was verified with reward 1 and became exactly one row."""
-    plans = {task.instruction().strip(): oracle_replies(task) for task in tasks}
-    return record_scripted_episodes(spec, tasks, model_dir, out, config, plans, reward=1.0)
-
-
-def record_premature_submits(
-    spec: RunSpec,
-    tasks: list[HarborTask],
-    model_dir: Path,
-    out: Path,
-    config: AgentConfig,
-) -> tuple[list[SampleRow], ConversionStats]:
-    """One decoy episode per task (`premature_submit_replies`) into `out/job`; raises
-    OracleError unless the verifier gave every one reward 0 and each became one row."""
-    plans = {task.instruction().strip(): premature_submit_replies(task) for task in tasks}
-    return record_scripted_episodes(spec, tasks, model_dir, out, config, plans, reward=0.0)
-
-
 def record_scripted_episodes(
     spec: RunSpec,
     tasks: list[HarborTask],
     model_dir: Path,
     out: Path,
     config: AgentConfig,
-    plans: dict[str, list[str]],
+    plan: Callable[[HarborTask], list[str]],
     reward: float,
 ) -> tuple[list[SampleRow], ConversionStats]:
-    """One episode per task of the scripted policy answering `plans` (task instruction ->
-    replies in call order) through gateway, sandbox and verifier into `out/job`; the rows and
-    their conversion counts. Raises OracleError unless every episode got `reward` and became
-    exactly one row."""
+    """One episode per task of the scripted policy answering with `plan(task)` (its replies in
+    call order: `oracle_replies` with reward 1, `premature_submit_replies` with reward 0)
+    through gateway, sandbox and verifier into `out/job`; the rows and their conversion counts.
+    Raises OracleError unless every episode got `reward` and became exactly one row."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    plans = {task.instruction().strip(): plan(task) for task in tasks}
     traces = out / "traces"
     gateway = GatewayConfig(
         upstream="", traces_dir=traces, window=spec.context.window,
