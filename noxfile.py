@@ -713,6 +713,29 @@ def smollm2(session: nox.Session) -> None:
     )
 
 
+@nox.session(python="3.11")
+def smollm2_learn(session: nox.Session) -> None:
+    """The real small model's PPO (issue 18's moonshot); not in `tests`.
+
+    `forge-ppo learn --config formal-learn-smollm2-local --tasks easy --threads 2`:
+    SmolLM2-135M-Instruct (converted offline, as in `smollm2`) warm-started from its format
+    policy (LoRA SFT on synthetic action-format pairs, never an evaluation task; measured on
+    the easy tier and its critic fitted there; built on first use and cached), then PPO on the
+    bundled easy tier (8 one-command file tasks) through the whole chain; pass@1 before/after
+    with Wilson intervals and exact McNemar -> learn.json, learn.md, learn.png in
+    runs/learn-smollm2/. Posargs go to `forge-ppo learn` (defaults here: 4 attempts per task,
+    at most 6 updates)."""
+    install_workspace(session, extras=("smollm2",))
+    cache = str(ROOT / ".cache" / "forge")
+    env = {"FORGE_SMOLLM2_CACHE": cache, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    session.run(
+        "forge-ppo", "learn", "--config", "formal-learn-smollm2-local", "--tasks", "easy",
+        "--threads", "2", "--attempts", "4", "--max-updates", "6", "--budget-s", "2400",
+        "--out", f"runs/learn-smollm2/{_stamp()}", "--cache-dir", cache, *session.posargs,
+        env=env,
+    )  # fmt: skip
+
+
 VERL_ENV = {"VERL_PLATFORM": "cpu", "TOKENIZERS_PARALLELISM": "false", "RAY_DEDUP_LOGS": "1"}
 
 

@@ -23,6 +23,7 @@ SHIPPED = [
     "soak-local",
     "formal-local",
     "formal-learn-local",
+    "formal-learn-smollm2-local",
     "p0-local",
     "p0-vllm-local",
     "smoke-4gpu",

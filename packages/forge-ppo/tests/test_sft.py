@@ -8,6 +8,8 @@ import subprocess
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import forge_data
 from forge_gates import LoRASpec, load_spec
@@ -200,3 +202,69 @@ def test_premature_submits_are_recorded_through_the_real_chain_with_reward_0(tmp
         record_scripted_episodes(
             spec, tasks, model, tmp_path / "held", config, premature_submit_replies, reward=1.0
         )
+
+
+def _rows_of_lengths(lengths: list[int], seed: int) -> list[SampleRow]:
+    generator = torch.Generator().manual_seed(seed)
+    rows = []
+    for i, n in enumerate(lengths):
+        rewards = torch.zeros(n)
+        rewards[-1] = float(i % 2)
+        header = RowHeader(task_id=f"t{i}", episode_id=f"e{i}", attempt=0, row_index=0,
+                           n_calls=1, reward=float(i % 2))  # fmt: skip
+        rows.append(
+            SampleRow(
+                header=header,
+                prompt_ids=torch.randint(3, 250, (4,), generator=generator),
+                response_ids=torch.randint(3, 250, (n,), generator=generator),
+                response_mask=torch.ones(n, dtype=torch.long),
+                rollout_log_probs=torch.zeros(n),
+                token_level_rewards=rewards,
+            )
+        )
+    return rows
+
+
+def test_fit_critic_in_micro_batches_takes_the_full_batch_step(tiny):
+    """Summed micro-batch gradients under a token budget give the full batch's loss and
+    optimizer steps (the same weights after 3 steps); a budget below one row still runs."""
+    from forge_ppo.sft._sft import fit_critic
+
+    rows = _rows_of_lengths([3, 9, 5, 12, 7, 4], seed=0)
+    spec = SFTSpec(critic_lr=1e-2, critic_steps=3)
+    results = {}
+    for budget in (None, 24, 1):
+        torch.manual_seed(0)
+        critic = tiny.critic()
+        loss = fit_critic(critic, rows, spec, pad_token_id=0, token_budget=budget)
+        results[budget] = (loss, [p.detach().clone() for p in critic.parameters()])
+    full_loss, full_params = results[None]
+    for budget in (24, 1):
+        loss, params = results[budget]
+        assert loss == pytest.approx(full_loss, rel=1e-5)
+        for a, b in zip(params, full_params, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)  # lr 1e-2 per step
+    torch.manual_seed(0)
+    untouched = tiny.critic()
+    before = list(untouched.parameters())
+    moved = sum(float((a - b).abs().sum()) for a, b in zip(full_params, before, strict=True))
+    assert moved > 0, "the fit changed the critic"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lengths=st.lists(st.integers(min_value=1, max_value=50), min_size=0, max_size=30),
+    budget=st.one_of(st.none(), st.integers(min_value=1, max_value=200)),
+)
+def test_padded_chunks_cover_every_row_once_within_the_budget(lengths, budget):
+    from forge_ppo.sft._sft import padded_chunks
+
+    chunks = padded_chunks(lengths, budget)
+    flat = [i for chunk in chunks for i in chunk]
+    assert sorted(flat) == list(range(len(lengths)))
+    if budget is None:
+        assert chunks == [list(range(len(lengths)))]
+        return
+    for chunk in chunks:
+        padded = len(chunk) * max(lengths[i] for i in chunk)
+        assert padded <= budget or len(chunk) == 1

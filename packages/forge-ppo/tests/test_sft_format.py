@@ -118,3 +118,19 @@ def test_length_batches_cover_every_row_once_with_similar_lengths():
     batches = length_batches(lengths, 2)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
     assert batches == [[0, 4], [2, 6], [3, 1], [5]]
+
+
+def test_pairs_never_name_an_easy_task_file_or_content():
+    """The format policy is measured and trained with PPO on the easy tier: no pair may name
+    one of its files or the text its instruction asks for (every `...` of its instructions)."""
+    quoted = set()
+    for task in resolve_tasks("easy"):
+        quoted |= set(re.findall(r"`([^`]+)`", task.instruction()))
+    assert len(quoted) >= 16, f"expected the easy instructions to quote names; found {quoted}"
+    found = [
+        f"{pair.kind}: {value!r}"
+        for pair in PAIRS
+        for value in quoted
+        if re.search(rf"(?<![\w./-]){re.escape(value)}(?![\w/-])", _pair_text(pair))
+    ]
+    assert not found, f"expected no easy task in the pairs; found {sorted(set(found))}"

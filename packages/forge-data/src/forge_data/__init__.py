@@ -26,6 +26,7 @@ from forge_data._demo import (
     check_task_locally,
     demo_task_ids,
     demo_tasks_root,
+    easy_tasks_root,
     write_demo_tasks,
 )
 from forge_data._demo_split import (
@@ -118,6 +119,7 @@ __all__ = [
     "demo_split_tasks",
     "demo_task_ids",
     "demo_tasks_root",
+    "easy_tasks_root",
     "freeze",
     "freeze_check",
     "freeze_demo_split",

@@ -29,6 +29,13 @@ def demo_tasks_root() -> Path:
     return Path(__file__).parent / "demo_tasks"
 
 
+def easy_tasks_root() -> Path:
+    """The folder of the bundled easy tier (package data): one-command file tasks (create,
+    replace, append, delete, rename) in Harbor layout, for a real small model's first PPO
+    (`forge-ppo learn --tasks easy`); no Python package, the same verifier contract."""
+    return Path(__file__).parent / "easy_tasks"
+
+
 def demo_task_ids() -> list[str]:
     """Ids of the bundled demo tasks, sorted."""
     return sorted(p.name for p in demo_tasks_root().iterdir() if is_harbor_task_dir(p))

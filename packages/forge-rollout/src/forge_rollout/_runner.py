@@ -211,8 +211,10 @@ def _split_name(spec: str, split: str) -> forge_data.SplitName:
 
 
 def resolve_tasks(spec: str, task_root: str | Path | None = None) -> list[HarborTask]:
-    """Tasks from `demo`, `demo:<split>`, a task folder, a folder of tasks, or
-    `<frozen split folder>:<split>` (task folders under `task_root`)."""
+    """Tasks from `demo`, `demo:<split>`, `easy` (the bundled easy tier), a task folder, a
+    folder of tasks, or `<frozen split folder>:<split>` (task folders under `task_root`)."""
+    if spec == "easy":
+        return discover_tasks(forge_data.easy_tasks_root())
     if spec == "demo" or spec.startswith("demo:"):
         root = forge_data.demo_tasks_root()
         if spec == "demo":
@@ -243,8 +245,8 @@ def resolve_tasks(spec: str, task_root: str | Path | None = None) -> list[Harbor
         if tasks:
             return tasks
     raise FileNotFoundError(
-        f"--tasks {spec}: expected 'demo', 'demo:<split>', a Harbor task folder, a folder of "
-        "tasks or '<split folder>:<split>'; found nothing there; fix: check the path"
+        f"--tasks {spec}: expected 'demo', 'demo:<split>', 'easy', a Harbor task folder, a "
+        "folder of tasks or '<split folder>:<split>'; found nothing there; fix: check the path"
     )
 
 

@@ -10,12 +10,8 @@ without the fix, so the first call is a fix-or-give-up choice PPO can learn).
 `forge-ppo learn` runs PPO from it and measures pass@1 before and after (`_learn`).
 """
 
-from forge_ppo.sft._build import (
-    DEMO_POLICY,
-    build_demo_policy,
-    resolve_demo_policy,
-    resolve_warm_start,
-)
+from forge_ppo.sft._build import DEMO_POLICY, build_demo_policy, resolve_demo_policy
+from forge_ppo.sft._format_policy import FORMAT_POLICY, resolve_format_policy
 from forge_ppo.sft._oracle import (
     OracleError,
     oracle_fix,
@@ -31,9 +27,11 @@ from forge_ppo.sft._sft import (
     fit_critic,
     train_sft,
 )
+from forge_ppo.sft._warm_starts import resolve_warm_start
 
 __all__ = [
     "DEMO_POLICY",
+    "FORMAT_POLICY",
     "OracleError",
     "SFTSpec",
     "action_nll",
@@ -46,6 +44,7 @@ __all__ = [
     "premature_submit_replies",
     "record_scripted_episodes",
     "resolve_demo_policy",
+    "resolve_format_policy",
     "resolve_warm_start",
     "train_sft",
 ]

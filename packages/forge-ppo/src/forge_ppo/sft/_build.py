@@ -31,6 +31,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ from forge_ppo.sft._oracle import (
     premature_submit_replies,
     record_scripted_episodes,
 )
-from forge_ppo.sft._sft import SFTSpec, fit_critic, train_sft
+from forge_ppo.sft._sft import SFTResult, SFTSpec, fit_critic, train_sft
 from forge_rollout import (
     POLICY_NAME,
     LocalStack,
@@ -149,8 +150,64 @@ def _build(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -> dict[str,
     tracker = UpdateTracker(actor.model, critic)
     pad = _pad_id(model_dir)
     result = train_sft(actor, [*rows, *decoys * sft.premature_submits], sft, pad_token_id=pad)
-    # 3. the real success at temperature 1 on the train split, through the whole chain
-    measure, measure_started = out / "measure", time.perf_counter()
+    # 3-5. the real T=1 success through the whole chain, the critic fitted to it, the checkpoint
+    measured = measure_fit_save(
+        spec, model_dir, out, actor, critic, tracker, tasks, config, sft, result, pad
+    )
+    report = {
+        "schema": REPORT_SCHEMA,
+        "checkpoint": measured.checkpoint.name,
+        "trained_on": {
+            "split": "train",
+            "task_ids": ids,
+            "rows": len(rows),
+            "premature_submit_rows": len(decoys) * sft.premature_submits,
+        },
+        "oracle_conversion": conversion.model_dump(),
+        "sft": sft.model_dump(mode="json"),
+        "sft_result": result.model_dump(mode="json"),
+        "critic_fit": {"rows": len(measured.rows), "final_mse": measured.critic_loss},
+        "train_success_t1": t1_success(measured.summary),
+        "seconds": {
+            "record": recorded - started,
+            "sft": result.seconds,
+            "measure": measured.seconds,
+            "total": time.perf_counter() - started,
+        },
+    }
+    atomic_write_json(out / REPORT_NAME, report)
+    return report
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A warm start measured, its critic fitted and saved (`measure_fit_save`)."""
+
+    summary: Any  # forge_rollout's RolloutSummary of the measurement episodes
+    rows: list[SampleRow]
+    critic_loss: float
+    checkpoint: Path
+    seconds: float
+
+
+def measure_fit_save(
+    spec: RunSpec,
+    model_dir: Path,
+    out: Path,
+    actor: Actor,
+    critic: ValueModel,
+    tracker: UpdateTracker,
+    tasks: list[Any],
+    config: Any,
+    sft: SFTSpec,
+    result: SFTResult,
+    pad: int,
+) -> Measured:
+    """Steps 3-5 of a warm start's build, after its SFT: `sft.attempts` T=1 episodes per task
+    through server + gateway + sandboxes + verifier (`out/measure`), the critic fitted to their
+    returns, and the Forge checkpoint `out/checkpoint/global_step_1` (the tracker proves both
+    parts changed)."""
+    measure, started = out / "measure", time.perf_counter()
     actor.save_adapter(measure / "adapter")
     with LocalStack(spec, model_dir, measure) as live:
         live.push_adapter(measure / "adapter", STEP)
@@ -161,14 +218,10 @@ def _build(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -> dict[str,
                 traces_dir=live.traces_dir, verifier_timeout_s=spec.agent.verifier_timeout_s,
             )
         )  # fmt: skip
-    measured = time.perf_counter()
-    measured_rows, _ = rows_from_job(measure / "job")
-    successes = sum(1 for r in summary.rewards.values() if r == 1.0)
-    attempts = len(summary.rewards)
-    low, high = wilson_interval(successes, attempts)
-    # 4. the critic, fitted to the measured episodes' returns
-    critic_loss = fit_critic(critic, measured_rows, sft, pad_token_id=pad)
-    # 5. the Forge checkpoint and the report
+    seconds = time.perf_counter() - started
+    rows, _ = rows_from_job(measure / "job")
+    budget = spec.context.critic_train_tokens
+    critic_loss = fit_critic(critic, rows, sft, pad_token_id=pad, token_budget=budget)
     record = tracker.finish(
         step=STEP,
         actor_optimizer_steps=result.steps,
@@ -182,40 +235,26 @@ def _build(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -> dict[str,
         base_model=str(model_dir), lora_spec=spec.lora, checkpoint_spec=spec.checkpoint,
         critic_dtype=spec.model.critic_dtype, run_dir=out,
     )  # fmt: skip
+    return Measured(summary, rows, critic_loss, checkpoint, seconds)
+
+
+def t1_success(summary: Any) -> dict[str, Any]:
+    """A measurement's successes / attempts, Wilson 95% interval, per-task 1/0 and errors."""
+    successes = sum(1 for r in summary.rewards.values() if r == 1.0)
+    attempts = len(summary.rewards)
+    low, high = wilson_interval(successes, attempts)
     per_task: dict[str, list[int]] = {}
     for key, reward in summary.rewards.items():
         per_task.setdefault(key.split("#")[0], []).append(int(reward == 1.0))
-    report = {
-        "schema": REPORT_SCHEMA,
-        "checkpoint": checkpoint.name,
-        "trained_on": {
-            "split": "train",
-            "task_ids": ids,
-            "rows": len(rows),
-            "premature_submit_rows": len(decoys) * sft.premature_submits,
-        },
-        "oracle_conversion": conversion.model_dump(),
-        "sft": sft.model_dump(mode="json"),
-        "sft_result": result.model_dump(mode="json"),
-        "critic_fit": {"rows": len(measured_rows), "final_mse": critic_loss},
-        "train_success_t1": {
-            "successes": successes,
-            "attempts": attempts,
-            "rate": successes / max(attempts, 1),
-            "wilson_low": low,
-            "wilson_high": high,
-            "per_task": per_task,
-            "errors": len(summary.errors),
-        },
-        "seconds": {
-            "record": recorded - started,
-            "sft": result.seconds,
-            "measure": measured - measure_started,
-            "total": time.perf_counter() - started,
-        },
+    return {
+        "successes": successes,
+        "attempts": attempts,
+        "rate": successes / max(attempts, 1),
+        "wilson_low": low,
+        "wilson_high": high,
+        "per_task": per_task,
+        "errors": len(summary.errors),
     }
-    atomic_write_json(out / REPORT_NAME, report)
-    return report
 
 
 def _pad_id(model_dir: Path) -> int:
@@ -244,13 +283,3 @@ def resolve_demo_policy(
                 flush=True,
             )
     return target / "checkpoint" / f"global_step_{STEP}"
-
-
-def resolve_warm_start(spec: RunSpec, model_dir: Path, cache_dir: Path) -> RunSpec:
-    """`checkpoint.warm_start = "demo-policy"` -> the cached demo policy's checkpoint (built
-    when missing); any other value is returned unchanged."""
-    if spec.checkpoint.warm_start != DEMO_POLICY:
-        return spec
-    folder = resolve_demo_policy(spec, model_dir, cache_dir)
-    checkpoint = spec.checkpoint.model_copy(update={"warm_start": str(folder)})
-    return spec.model_copy(update={"checkpoint": checkpoint})

@@ -1,10 +1,16 @@
-"""`forge-ppo learn`: PPO from the demo policy on the demo train split, measured before and after.
+"""`forge-ppo learn`: PPO from a warm start on a task set, measured before and after.
 
-1. the demo policy (cached `forge-ppo sft`) as a strict warm start of the local trainer;
+The default is the demo policy on the demo train split (`formal-learn-local`); `--config
+formal-learn-smollm2-local --tasks easy` is the real small model's run (SmolLM2 from its format
+policy on the bundled easy tier).
+
+1. the warm start as a strict warm start of the local trainer: the demo policy (cached `forge-ppo
+   sft`) or the format policy (`_format_policy`, cached), built when missing;
 2. before: `attempts` episodes per train task at temperature 1 through the whole chain (server +
    gateway + sandboxes + verifier);
 3. PPO updates, each on fresh episodes of every train task (`ppo.rollouts_per_task` each),
-   until the stopping rule: `max_updates` done, the wall-time budget spent, or the last two
+   until the stopping rule: `max_updates` done, the wall-time budget of the updates spent
+   (counted from the first update: a warm start built on first use is not in it), or the last two
    updates' training episodes all solved;
 4. after: the same measurement as before, with the final adapter;
 5. learn.json (pass@1 with Wilson 95% intervals, per-task win/tie/loss, exact McNemar p on the
@@ -28,7 +34,8 @@ from forge_eval import mcnemar_exact_p, wilson_interval
 from forge_gates import RunSpec, atomic_write_json, atomic_write_text
 from forge_ppo.local._models import build_local_trainer
 from forge_ppo.pipeline._rollouts import episode_outcomes
-from forge_ppo.sft._build import SFT_THREADS, resolve_warm_start, torch_threads
+from forge_ppo.sft._build import SFT_THREADS, torch_threads
+from forge_ppo.sft._warm_starts import resolve_warm_start
 from forge_rollout import (
     POLICY_NAME,
     LocalStack,
@@ -41,6 +48,7 @@ from forge_rollout import (
 from forge_sandbox import reward_of
 
 SCHEMA = "forge-ppo/learn@1"
+DEMO_TRAIN = "demo:train"
 EV = "critic/observability/ev"
 
 
@@ -101,16 +109,31 @@ def paired(before: dict[str, list[int]], after: dict[str, list[int]]) -> dict[st
 
 
 def run_learn(
-    spec: RunSpec, *, out: Path, cache_dir: Path, attempts: int, max_updates: int, budget_s: float
+    spec: RunSpec,
+    *,
+    out: Path,
+    cache_dir: Path,
+    attempts: int,
+    max_updates: int,
+    budget_s: float,
+    tasks: str = DEMO_TRAIN,
+    threads: int = SFT_THREADS,
 ) -> dict[str, Any]:
-    """Run the learn experiment into `out` (replaced); returns the report. On one torch thread,
-    like the demo policy's build (`SFT_THREADS`: the tiny model's ops are too small to share)."""
-    with torch_threads(SFT_THREADS):
-        return _run_learn(spec, out, cache_dir, attempts, max_updates, budget_s)
+    """Run the learn experiment on `tasks` into `out` (replaced); returns the report. On one
+    torch thread by default, like the demo policy's build (`SFT_THREADS`: the tiny model's ops
+    are too small to share); a real model (SmolLM2) wants every core (`threads`)."""
+    with torch_threads(threads):
+        return _run_learn(spec, out, cache_dir, attempts, max_updates, budget_s, tasks)
 
 
 def _run_learn(
-    spec: RunSpec, out: Path, cache_dir: Path, attempts: int, max_updates: int, budget_s: float
+    spec: RunSpec,
+    out: Path,
+    cache_dir: Path,
+    attempts: int,
+    max_updates: int,
+    budget_s: float,
+    tasks_ref: str,
 ) -> dict[str, Any]:
     assert spec.ppo is not None, "learn needs a training spec with [ppo]"
     try:
@@ -123,10 +146,10 @@ def _run_learn(
     started = time.perf_counter()
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    # 1. the demo policy as the strict warm start of the local trainer
+    # 1. the warm start (demo or format policy, built when missing) of the local trainer
     model_dir = resolve_model(spec, cache_dir)
-    spec = resolve_warm_start(spec, model_dir, cache_dir)
-    tasks = resolve_tasks("demo:train")
+    spec = resolve_warm_start(spec, model_dir, cache_dir, tasks_ref)
+    tasks = resolve_tasks(tasks_ref)
     trainer = build_local_trainer(spec, model_dir, out)
     updates: list[dict[str, Any]] = []
     with LocalStack(spec, model_dir, out) as live:
@@ -138,6 +161,7 @@ def _run_learn(
         endings = {"before": episode_endings(out / "before")}
         # 3. PPO updates until the stopping rule
         stop = "max_updates"
+        updating = time.perf_counter()  # the budget covers the updates only
         for step in range(1, max_updates + 1):
             job = out / "episodes" / f"step_{step:04d}"
             assert spec.ppo is not None  # (spec was rebound above: mypy's narrowing is gone)
@@ -164,7 +188,7 @@ def _run_learn(
             if len(updates) >= 2 and all(u["success"] == 1.0 for u in updates[-2:]):
                 stop = "converged"
                 break
-            if time.perf_counter() - started > budget_s:
+            if time.perf_counter() - updating > budget_s:
                 stop = "budget"
                 break
         # 4. after
@@ -173,7 +197,8 @@ def _run_learn(
     trainer.close()
     # 5. the report
     report = {
-        "schema": SCHEMA, "warm_start": spec.checkpoint.warm_start, "attempts_per_task": attempts,
+        "schema": SCHEMA, "model": str(model_dir), "tasks": tasks_ref,
+        "warm_start": spec.checkpoint.warm_start, "attempts_per_task": attempts,
         "stopping_rule": {"max_updates": max_updates, "budget_s": budget_s, "stopped_by": stop},
         "before": pass_at_1(before) | {"per_task": before},
         "after": pass_at_1(after) | {"per_task": after},

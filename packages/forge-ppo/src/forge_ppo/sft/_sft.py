@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from forge_ppo.algo._batch import Batch, collate
+from forge_ppo.algo._batch import Batch, collate, row_length
 from forge_ppo.local._actor import Actor
 from forge_ppo.local._ppo_steps import critic_values
 from forge_ppo.local._value_model import ValueModel
@@ -172,30 +172,63 @@ def train_sft(
 
 
 def fit_critic(
-    critic: ValueModel, rows: Sequence[SampleRow], spec: SFTSpec, pad_token_id: int
+    critic: ValueModel,
+    rows: Sequence[SampleRow],
+    spec: SFTSpec,
+    pad_token_id: int,
+    token_budget: int | None = None,
 ) -> float:
     """Regress the critic's values on action tokens to the rows' Monte-Carlo return (the
-    episode reward, gamma = 1); returns the last masked MSE."""
+    episode reward, gamma = 1); returns the last masked MSE over all rows.
+
+    Each step is one optimizer step over every row; with `token_budget` the rows go through
+    the critic in micro-batches of at most that many padded tokens (one row at least), their
+    gradients summed, so the step equals the full batch's (a real backbone, e.g. SmolLM2's
+    135M parameters, cannot hold 16 rows of activations at once: the full batch was killed
+    for memory on this 24 GiB machine)."""
     if not rows:
         raise RuntimeError(
             "expected rollout rows to fit the critic on; found none; fix: the demo policy's "
             "measurement episodes all errored (see its job folder)"
         )
-    batch = collate(list(rows), pad_token_id=pad_token_id)
-    mask = batch.response_mask.float()
-    # gamma = 1: the return of every action token is the row's total reward
-    returns = batch.token_level_rewards.sum(dim=1, keepdim=True).expand_as(mask)
+    chunks = [
+        collate([rows[i] for i in chunk], pad_token_id=pad_token_id)
+        for chunk in padded_chunks([row_length(r) for r in rows], token_budget)
+    ]
+    total = sum(float(b.response_mask.sum()) for b in chunks)
     optimizer = torch.optim.AdamW(
         [p for p in critic.parameters() if p.requires_grad], lr=spec.critic_lr, weight_decay=0.0
     )
     critic.train()
-    loss = torch.zeros(())
+    loss = 0.0
     for _ in range(spec.critic_steps):
-        values = critic_values(critic, batch)
-        loss = ((values - returns).square() * mask).sum() / mask.sum()
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss = 0.0
+        for batch in chunks:
+            mask = batch.response_mask.float()
+            # gamma = 1: the return of every action token is the row's total reward
+            returns = batch.token_level_rewards.sum(dim=1, keepdim=True).expand_as(mask)
+            values = critic_values(critic, batch)
+            part = ((values - returns).square() * mask).sum() / total
+            part.backward()
+            loss += float(part.detach())
         torch.nn.utils.clip_grad_norm_(critic.parameters(), spec.grad_clip)
         optimizer.step()
     critic.eval()
-    return float(loss)
+    return loss
+
+
+def padded_chunks(lengths: Sequence[int], token_budget: int | None) -> list[list[int]]:
+    """Row indices in chunks of similar length (sorted) whose padded size (rows x longest)
+    stays within `token_budget`; a row longer than the budget is a chunk of its own; None:
+    one chunk of every row, in order."""
+    if token_budget is None:
+        return [list(range(len(lengths)))]
+    chunks: list[list[int]] = []
+    for index in sorted(range(len(lengths)), key=lambda i: (lengths[i], i)):
+        chunk = chunks[-1] if chunks else None
+        if chunk and (len(chunk) + 1) * lengths[index] <= token_budget:
+            chunk.append(index)
+        else:
+            chunks.append([index])
+    return chunks

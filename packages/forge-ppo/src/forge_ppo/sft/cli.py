@@ -84,6 +84,8 @@ def add_sft_commands(sub, quiet: Callable[[], None], overrides) -> None:
             attempts=args.attempts,
             max_updates=args.max_updates,
             budget_s=args.budget_s,
+            tasks=args.tasks,
+            threads=args.threads,
         )
         return 0
 
@@ -93,7 +95,7 @@ def add_sft_commands(sub, quiet: Callable[[], None], overrides) -> None:
             sft,
             "build (or find) the cached demo policy: LoRA SFT, oracle episodes + premature submits",
         ),
-        ("learn", learn, "PPO from the demo policy on the train split; pass@1 before/after"),
+        ("learn", learn, "PPO from a warm start on a task set; pass@1 before/after"),
     ):
         p = sub.add_parser(name, help=text)
         add_spec_options(
@@ -113,7 +115,19 @@ def add_sft_commands(sub, quiet: Callable[[], None], overrides) -> None:
             )
             p.add_argument("--attempts", type=int, default=16, help="T=1 episodes per task")
             p.add_argument("--max-updates", type=int, default=32, help="stopping rule: cap")
-            p.add_argument("--budget-s", type=float, default=1500.0, help="stop updating after")
+            p.add_argument(
+                "--budget-s",
+                type=float,
+                default=1500.0,
+                help="stop updating once the updates took this long (s)",
+            )
+            p.add_argument(
+                "--tasks",
+                default="demo:train",
+                help="tasks trained on and measured: demo:train, easy (the bundled easy tier), "
+                "a task folder or a folder of tasks",
+            )
+            p.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
         p.set_defaults(run=run)
     add_format_command(sub, quiet, overrides)
 

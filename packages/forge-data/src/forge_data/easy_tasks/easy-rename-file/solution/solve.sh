@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Oracle solution for the easy task easy-rename-file. Runs with cwd /workspace; FORGE_WORKSPACE overrides it.
+set -euo pipefail
+cd "${FORGE_WORKSPACE:-/workspace}"
+mv draft.md final.md
