@@ -212,6 +212,8 @@ def test_health_stats_and_pass_through_routes(stub_gateway, http, post) -> None:
     post(f"{url}/sessions/s1/v1/chat/completions", chat_body(5, max_tokens=1))
     stats = json.loads(http("GET", f"{url}/stats")[1])
     assert stats["traces_written"] == 1 and stats["prompt_count"]["n"] == 1
+    write, overhead = stats["trace_write"], stats["gateway_overhead"]
+    assert write["n"] == 1 and 0 < write["p50_ms"] <= overhead["p50_ms"]  # a part of it
 
 
 def test_health_reports_a_dead_upstream(stub, tmp_path, http, gateway_at) -> None:

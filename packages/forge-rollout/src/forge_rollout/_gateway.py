@@ -268,7 +268,9 @@ class Gateway:
             self._record, session_id, endpoint, body, model, records, started, count_ms,
             upstream_ms, clock,
         )  # fmt: skip
+        clock_write = time.perf_counter()
         seqs = await asyncio.get_running_loop().run_in_executor(self.disk, write)
+        self.stats.trace_ms.append((time.perf_counter() - clock_write) * 1000)
         if self.trace_error is not None:
             log.warning("trace writes succeed again (after: %s)", self.trace_error)
             self.trace_error = None

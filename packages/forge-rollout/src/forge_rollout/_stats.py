@@ -1,4 +1,10 @@
-"""Gateway counters and latency samples (bounded), summarised for `GET /stats`."""
+"""Gateway counters and latency samples (bounded), summarised for `GET /stats`.
+
+Latencies per answered call: `prompt_count` (from the request's arrival to its exact prompt
+length: body, parse, render or count), `upstream` (the model call), `gateway_overhead` (the
+whole handler less the model call) and, within it, `trace_write` (the trace write awaited in
+the disk thread, hand-offs included: the answer waits for it).
+"""
 
 from __future__ import annotations
 
@@ -48,6 +54,7 @@ class GatewayStats:
     count_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     upstream_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
     overhead_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
+    trace_ms: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))  # awaited
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -69,4 +76,5 @@ class GatewayStats:
             "prompt_count": _latency(self.count_ms),
             "upstream": _latency(self.upstream_ms),
             "gateway_overhead": _latency(self.overhead_ms),
+            "trace_write": _latency(self.trace_ms),
         }
