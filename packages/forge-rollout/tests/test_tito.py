@@ -10,6 +10,7 @@ the sampled ids, so the episode is ONE row whose action tokens are exactly what 
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -226,6 +227,42 @@ def test_a_dropped_turn_is_a_real_break_named_by_its_cause(
     lines = [json.loads(line)["prompt"] for line in (tmp_path / "traces" / "ep.jsonl").open()]
     assert lines[2]["base"] == 0 and lines[2]["keep"] == len(prompts[0]) + len(script[0][0])
     assert lines[3]["base"] == 2 and lines[3]["keep"] >= len(prompts[0]) - 3
+
+
+def test_a_failed_trace_write_withholds_the_answer_and_remembers_nothing(
+    facts, tmp_path: Path, gateway_at, post
+) -> None:
+    """A full traces disk on the token-in-token-out path: the sampled answer is withheld (an
+    untraced call cannot be trained on), its turn is not spliced later, the next call goes on."""
+    tokenizer, tokenizer_dir = facts
+    end = _tok(tokenizer, "<|im_end|>")
+    script = [(_ids(tokenizer, f"reply {i}", end), "stop") for i in range(2)]
+    upstream, prompts = scripted_completions(tokenizer, script)
+    ask = {"model": "facts", "messages": [{"role": "user", "content": "Fix it."}]}
+    with (
+        run_app_in_thread(upstream) as upstream_url,
+        gateway_at(
+            upstream_url, tmp_path / "traces", window=WINDOW, tokenizer_dir=tokenizer_dir
+        ) as (url, gateway),
+    ):
+        real_append = gateway.writer.append
+
+        def full_disk(session_id: str, build: Any) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        gateway.writer.append = full_disk
+        status, body = post(f"{url}/sessions/ep/v1/chat/completions", ask)
+        assert status == 507 and body["error"]["type"] == "trace_write_failed", body
+        assert "choices" not in body, "the sampled answer was sent without its trace"
+        assert gateway.renderer.sessions["ep"].turns == {}, "an untraced turn was remembered"
+        gateway.writer.append = real_append
+        status, answer = post(f"{url}/sessions/ep/v1/chat/completions", ask)
+        assert status == 200 and answer["choices"][0]["message"]["content"] == "reply 1"
+        stats = gateway.stats.summary()
+    traces = read_traces(tmp_path / "traces", "ep")
+    assert [t.seq for t in traces] == [0] and traces[0].completion_token_ids == script[1][0]
+    assert stats["trace_write_failures"] == 1 and stats["trace_write"]["n"] == 1
+    assert len(prompts) == 2  # the upstream sampled twice; one answer reached the client
 
 
 def test_a_restarted_gateway_resumes_splicing_from_the_trace_file(
