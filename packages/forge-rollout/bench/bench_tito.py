@@ -332,8 +332,7 @@ def _render_replay(tokenizer: Any, chat: list[bytes], idle_s: float) -> list[flo
             time.sleep(idle_s)
         started = time.perf_counter()
         body = json.loads(raw)
-        cut = renderer.cut(state, body)
-        rendered = renderer.assemble(state, cut, renderer.encode(renderer.missing(state, cut)))
+        rendered = renderer.render(state, body)
         renderer.link(state, rendered)
         upstream_body(body, rendered.prompt_json(), rendered.length, LONG_WINDOW)
         if seq:

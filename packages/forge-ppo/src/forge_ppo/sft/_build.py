@@ -30,7 +30,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,7 @@ from forge_sandbox import HarborTask, JobSummary
 
 DEMO_POLICY = "demo-policy"
 REPORT_SCHEMA = "forge-ppo/demo-policy@1"
-REPORT_NAME = "demo-policy.json"
+REPORT_NAME = f"{DEMO_POLICY}.json"  # cached_build looks for it
 STEP = 1  # the checkpoint folder: checkpoint/global_step_1
 SFT_THREADS = 1  # torch intra-op threads of the build (see build_demo_policy)
 
@@ -269,18 +269,34 @@ def resolve_demo_policy(
 ) -> Path:
     """The cached demo policy's checkpoint folder for `spec` (built once, under a lock)."""
     sft = sft or SFTSpec()
-    target = cache_dir / f"{DEMO_POLICY}-{cache_key(spec, model_dir, sft)[:16]}"
+    return cached_build(
+        cache_dir,
+        DEMO_POLICY,
+        cache_key(spec, model_dir, sft),
+        lambda staging: build_demo_policy(spec, model_dir, staging, sft),
+        success="train_success_t1",
+    )
+
+
+def cached_build(
+    cache_dir: Path, name: str, key: str, build: Callable[[Path], dict[str, Any]], success: str
+) -> Path:
+    """`<cache_dir>/<name>-<key[:16]>/checkpoint/global_step_1`, built when missing by
+    `build(staging)` (returns the report written there as `<name>.json`) under a file lock,
+    then moved into place; prints `<NAME>_BUILT success=s/n seconds=... path=...`."""
+    target = cache_dir / f"{name}-{key[:16]}"
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with open(cache_dir / f".{DEMO_POLICY}.lock", "w") as lock:
+    with open(cache_dir / f".{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / REPORT_NAME).is_file():
-            staging = cache_dir / f".{DEMO_POLICY}-{os.getpid()}"
+        if not (target / f"{name}.json").is_file():
+            staging = cache_dir / f".{name}-{os.getpid()}"
             shutil.rmtree(staging, ignore_errors=True)
-            report = build_demo_policy(spec, model_dir, staging, sft)
+            report = build(staging)
             os.replace(staging, target)
-            rate = report["train_success_t1"]
+            rate = report[success]
             print(
-                f"DEMO_POLICY_BUILT success={rate['successes']}/{rate['attempts']} "
+                f"{name.upper().replace('-', '_')}_BUILT "
+                f"success={rate['successes']}/{rate['attempts']} "
                 f"seconds={report['seconds']['total']:.0f} path={target}",
                 flush=True,
             )

@@ -18,11 +18,8 @@ model, the critic base, LoRA, agent settings, context, the tasks' content hashes
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +32,7 @@ from forge_ppo.checkpoint._summary import model_fingerprint
 from forge_ppo.checkpoint._update import UpdateTracker
 from forge_ppo.local._actor import Actor
 from forge_ppo.local._value_model import ValueModel
-from forge_ppo.sft._build import STEP, measure_fit_save, t1_success
+from forge_ppo.sft._build import cached_build, measure_fit_save, t1_success
 from forge_ppo.sft._format import format_pairs, pair_rows
 from forge_ppo.sft._format_train import HELD_OUT_SEED_OFFSET, FormatSFTSpec, train_format
 from forge_ppo.sft._sft import SFTSpec
@@ -43,7 +40,7 @@ from forge_rollout import agent_config_from_spec, resolve_tasks
 
 FORMAT_POLICY = "format-policy"
 REPORT_SCHEMA = "forge-ppo/format-policy@1"
-REPORT_NAME = "format-policy.json"
+REPORT_NAME = f"{FORMAT_POLICY}.json"  # cached_build looks for it
 # measurement and critic fit: 2 T=1 episodes per task; the critic is a whole real backbone
 # (SmolLM2: 135M parameters, full fine-tuning), so few, small steps
 FIT = SFTSpec(attempts=2, critic_lr=1e-4, critic_steps=10)
@@ -146,19 +143,10 @@ def resolve_format_policy(
     if fmt is None:  # the adapter is the run's (the strict warm start needs the same LoRA)
         fmt = FormatSFTSpec(lora=spec.lora) if spec.lora else FormatSFTSpec()
     fit = fit or FIT
-    target = cache_dir / f"{FORMAT_POLICY}-{cache_key(spec, model_dir, tasks_ref, fmt, fit)[:16]}"
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with open(cache_dir / f".{FORMAT_POLICY}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / REPORT_NAME).is_file():
-            staging = cache_dir / f".{FORMAT_POLICY}-{os.getpid()}"
-            shutil.rmtree(staging, ignore_errors=True)
-            report = build_format_policy(spec, model_dir, staging, tasks_ref, fmt, fit)
-            os.replace(staging, target)
-            rate = report["success_t1"]
-            print(
-                f"FORMAT_POLICY_BUILT success={rate['successes']}/{rate['attempts']} "
-                f"seconds={report['seconds']['total']:.0f} path={target}",
-                flush=True,
-            )
-    return target / "checkpoint" / f"global_step_{STEP}"
+    return cached_build(
+        cache_dir,
+        FORMAT_POLICY,
+        cache_key(spec, model_dir, tasks_ref, fmt, fit),
+        lambda staging: build_format_policy(spec, model_dir, staging, tasks_ref, fmt, fit),
+        success="success_t1",
+    )

@@ -27,8 +27,9 @@ from collections.abc import Sequence
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from forge_ppo.algo._batch import Batch, collate, row_length
+from forge_ppo.algo._batch import Batch, collate
 from forge_ppo.local._actor import Actor
+from forge_ppo.local._passes import micro_batches
 from forge_ppo.local._ppo_steps import critic_values
 from forge_ppo.local._value_model import ValueModel
 from forge_rollout.rows import SampleRow
@@ -182,8 +183,9 @@ def fit_critic(
     episode reward, gamma = 1); returns the last masked MSE over all rows.
 
     Each step is one optimizer step over every row; with `token_budget` the rows go through
-    the critic in micro-batches of at most that many padded tokens (one row at least), their
-    gradients summed, so the step equals the full batch's (a real backbone, e.g. SmolLM2's
+    the critic in the local trainer's micro-batches (`micro_batches`: at most that many padded
+    tokens; a longer row is refused, naming it), their gradients summed, so the step equals
+    the full batch's (a real backbone, e.g. SmolLM2's
     135M parameters, cannot hold 16 rows of activations at once: the full batch was killed
     for memory on this 24 GiB machine)."""
     if not rows:
@@ -191,10 +193,9 @@ def fit_critic(
             "expected rollout rows to fit the critic on; found none; fix: the demo policy's "
             "measurement episodes all errored (see its job folder)"
         )
-    chunks = [
-        collate([rows[i] for i in chunk], pad_token_id=pad_token_id)
-        for chunk in padded_chunks([row_length(r) for r in rows], token_budget)
-    ]
+    indices = list(range(len(rows)))
+    groups = [indices] if token_budget is None else micro_batches(rows, indices, token_budget)
+    chunks = [collate([rows[i] for i in group], pad_token_id=pad_token_id) for group in groups]
     total = sum(float(b.response_mask.sum()) for b in chunks)
     optimizer = torch.optim.AdamW(
         [p for p in critic.parameters() if p.requires_grad], lr=spec.critic_lr, weight_decay=0.0
@@ -216,19 +217,3 @@ def fit_critic(
         optimizer.step()
     critic.eval()
     return loss
-
-
-def padded_chunks(lengths: Sequence[int], token_budget: int | None) -> list[list[int]]:
-    """Row indices in chunks of similar length (sorted) whose padded size (rows x longest)
-    stays within `token_budget`; a row longer than the budget is a chunk of its own; None:
-    one chunk of every row, in order."""
-    if token_budget is None:
-        return [list(range(len(lengths)))]
-    chunks: list[list[int]] = []
-    for index in sorted(range(len(lengths)), key=lambda i: (lengths[i], i)):
-        chunk = chunks[-1] if chunks else None
-        if chunk and (len(chunk) + 1) * lengths[index] <= token_budget:
-            chunk.append(index)
-        else:
-            chunks.append([index])
-    return chunks
