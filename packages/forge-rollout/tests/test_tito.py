@@ -183,6 +183,51 @@ def test_retokenising_completions_stay_one_row_with_the_sampled_ids(
     assert stored == len(prompts[-1]) - sum(len(ids) for ids, _ in script[:-1])
 
 
+def test_json_the_standard_library_reads_reaches_the_upstream_and_trace_exactly(
+    facts, tmp_path: Path, gateway_at, http
+) -> None:
+    """The gateway parses and writes JSON with orjson (`_json_fast`) where that gives the
+    standard library's values: a seed over 64 bits stays an integer (orjson alone reads a
+    float), non-ASCII text renders as sent, and the answer and trace parse back the same."""
+    tokenizer, tokenizer_dir = facts
+    end = _tok(tokenizer, "<|im_end|>")
+    upstream, prompts = scripted_completions(tokenizer, [(_ids(tokenizer, "ok", end), "stop")])
+    seen: list[dict[str, Any]] = []
+
+    @web.middleware
+    async def keep_body(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path == "/v1/completions":
+            seen.append(json.loads(await request.read()))
+        return await handler(request)
+
+    upstream.middlewares.append(keep_body)
+    seed = 2**70 + 1  # as a double it would be 2**70
+    content = "Fix café ✓ \u00e9"
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": content}]
+    raw = (
+        f'{{"model": "facts", "seed": {seed}, "temperature": 1.0, '
+        f'"messages": {json.dumps(messages, ensure_ascii=False)}}}'
+    ).encode()
+    with (
+        run_app_in_thread(upstream) as upstream_url,
+        gateway_at(
+            upstream_url, tmp_path / "traces", window=WINDOW, tokenizer_dir=tokenizer_dir
+        ) as (url, _gateway),
+    ):
+        status, answer = http("POST", f"{url}/sessions/ex/v1/chat/completions", raw)
+    assert status == 200, answer
+    assert json.loads(answer)["choices"][0]["message"]["content"] == "ok"
+    (sent,) = seen
+    assert sent["seed"] == seed and isinstance(sent["seed"], int)
+    text = tokenizer.apply_chat_template(
+        json.loads(raw)["messages"], add_generation_prompt=True, tokenize=False
+    )
+    assert "Fix café ✓ é" in text
+    assert prompts == [tokenizer.encode(text, add_special_tokens=False)]
+    (trace,) = read_traces(tmp_path / "traces", "ex")
+    assert trace.params["seed"] == seed and isinstance(trace.params["seed"], int)
+
+
 def test_a_dropped_turn_is_a_real_break_named_by_its_cause(
     facts, tmp_path: Path, gateway_at, post
 ) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import logging
 import time
 import uuid
@@ -24,6 +23,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from forge_rollout import _json_fast as json_fast
 from forge_rollout._aio import loop_name
 from forge_rollout._capture import choice_records, inject, params_of, strip
 from forge_rollout._count import CountError, PromptTooLong, TokenizerCounter, UpstreamCounter
@@ -51,7 +51,7 @@ log = logging.getLogger("forge_rollout.gateway")
 
 
 def _json(status: int, body: dict[str, Any]) -> web.Response:
-    return web.Response(status=status, body=json.dumps(body), content_type="application/json")
+    return web.Response(status=status, body=json_fast.dumps(body), content_type="application/json")
 
 
 def _passed_through(status: int, payload: bytes, content_type: str | None) -> web.Response:
@@ -148,7 +148,7 @@ class Gateway:
             )
             return _json(400, too_big)
         try:
-            body = json.loads(raw)
+            body = json_fast.loads(raw)
         except (ValueError, UnicodeDecodeError) as error:
             message = f"expected a JSON object body; found invalid JSON ({error}); fix: send JSON"
             return _json(400, openai_error(message, param=None, code="invalid_json"))
@@ -206,7 +206,7 @@ class Gateway:
         try:
             async with self.client.post(
                 f"{self.upstream}/v1/{request.match_info['endpoint']}",
-                data=json.dumps(forward).encode(),
+                data=json_fast.dumps(forward),
                 headers=headers,
                 timeout=aiohttp.ClientTimeout(total=self.config.upstream_timeout),
             ) as answer:
@@ -221,7 +221,7 @@ class Gateway:
             self.stats.upstream_errors += 1
             return _passed_through(status, payload, content_type)
         try:
-            answer_json = json.loads(payload)
+            answer_json = json_fast.loads(payload)
             if not isinstance(answer_json, dict):
                 raise ValueError(f"a JSON {type(answer_json).__name__}, not an object")
         except (ValueError, UnicodeDecodeError) as error:
@@ -230,7 +230,7 @@ class Gateway:
             return _json(502, {"error": {"message": message, "type": "bad_upstream", "code": 502}})
         records, problems = choice_records(endpoint, answer_json)
         strip(endpoint, answer_json, asked)
-        out = json.dumps(answer_json).encode()
+        out = json_fast.dumps(answer_json)
         # 6. record, only for a client that is still there to receive the answer
         if request.transport is None or request.transport.is_closing():
             self.stats.client_disconnects += 1

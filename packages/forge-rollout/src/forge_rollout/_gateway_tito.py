@@ -11,13 +11,13 @@ turn it extends, its break cause), 7. answer with an ordinary chat completion.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
 
+from forge_rollout import _json_fast as json_fast
 from forge_rollout._chat_io import (
     chat_answer,
     check_response_format,
@@ -35,7 +35,7 @@ INLINE_ENCODE_CHARS = 2048  # a warm session's new text tokenized on the loop up
 
 
 def _json(status: int, body: dict[str, Any]) -> web.Response:
-    return web.Response(status=status, body=json.dumps(body), content_type="application/json")
+    return web.Response(status=status, body=json_fast.dumps(body), content_type="application/json")
 
 
 def _bad_upstream(message: str) -> web.Response:
@@ -123,7 +123,7 @@ async def tito_completion(
         headers_out = {"Content-Type": content_type} if content_type else None
         return web.Response(status=status, body=payload, headers=headers_out)
     try:
-        answer_json = json.loads(payload)
+        answer_json = json_fast.loads(payload)
         if not isinstance(answer_json, dict):
             raise ValueError(f"a JSON {type(answer_json).__name__}, not an object")
     except (ValueError, UnicodeDecodeError) as error:

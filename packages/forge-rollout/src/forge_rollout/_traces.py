@@ -32,6 +32,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from forge_gates import iter_jsonl
+from forge_rollout import _json_fast as json_fast
 from forge_rollout._trace_codec import DeltaError, PromptDelta, decode_prompt, encode_prompt
 
 TRACE_SCHEMA: Final = "forge/trace@2"
@@ -114,7 +115,7 @@ def _encoded_line(record: dict[str, Any], prompt: PromptDelta) -> bytes:
     line = {k: v for k, v in record.items() if k != "prompt_token_ids"}
     line["schema_version"] = TRACE_SCHEMA
     line["prompt"] = prompt.as_json()
-    return (json.dumps(line, separators=(",", ":")) + "\n").encode("utf-8")
+    return json_fast.dumps(line) + b"\n"
 
 
 class TraceWriter:
