@@ -16,7 +16,6 @@ import errno
 import logging
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -27,6 +26,7 @@ from forge_rollout import _json_fast as json_fast
 from forge_rollout._aio import loop_name
 from forge_rollout._capture import choice_records, inject, params_of, strip
 from forge_rollout._count import CountError, PromptTooLong, TokenizerCounter, UpstreamCounter
+from forge_rollout._disk import DiskThread
 from forge_rollout._gateway_config import GatewayConfig, check_guard_gate
 from forge_rollout._gateway_tito import tito_completion
 from forge_rollout._guard import (
@@ -67,7 +67,7 @@ class Gateway:
         self.upstream = config.upstream.rstrip("/").removesuffix("/v1")
         self.stats = GatewayStats()
         self.writer = TraceWriter(config.traces_dir, fsync=config.fsync)
-        self.disk = ThreadPoolExecutor(max_workers=1, thread_name_prefix="forge-traces")
+        self.disk = DiskThread("forge-traces")
         self.renderer: ChatRenderer | None = None  # token-in-token-out (tokenizer_dir + tito)
         self.session: aiohttp.ClientSession | None = None
         self.counter: TokenizerCounter | UpstreamCounter | None = None
@@ -115,7 +115,7 @@ class Gateway:
             await self.session.close()
         if isinstance(self.counter, TokenizerCounter):
             self.counter.pool.shutdown(wait=False)
-        self.disk.shutdown(wait=True)  # every accepted trace reaches the file
+        self.disk.shutdown()  # every accepted trace reaches the file
         self.writer.close()
 
     async def check_guard(self) -> None:
@@ -269,7 +269,7 @@ class Gateway:
             upstream_ms, clock,
         )  # fmt: skip
         clock_write = time.perf_counter()
-        seqs = await asyncio.get_running_loop().run_in_executor(self.disk, write)
+        seqs = await self.disk.run(write)
         self.stats.trace_ms.append((time.perf_counter() - clock_write) * 1000)
         if self.trace_error is not None:
             log.warning("trace writes succeed again (after: %s)", self.trace_error)

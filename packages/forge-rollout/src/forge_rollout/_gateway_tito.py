@@ -60,7 +60,7 @@ async def tito_completion(
     # 3. render to exact ids (the session's state comes from its trace file after a restart)
     try:
         if session_id not in renderer.sessions:
-            traces = await loop.run_in_executor(gw.disk, gw.load_session, session_id)
+            traces = await gw.disk.run(gw.load_session, session_id)
             state = renderer.session(session_id, lambda: traces)
         else:
             state = renderer.session(session_id, list)
