@@ -36,6 +36,26 @@ def test_record_appends_json_line_and_prints_marker(tmp_path, capsys):
     ]
 
 
+def test_non_finite_fields_keep_the_ledger_json(tmp_path, capsys):
+    """JSON has no NaN or Infinity: such a field is written as its name, as the marker shows."""
+    fields = {"delta": float("inf"), "low": float("-inf"), "ev": float("nan"), "ok": 0.5,
+              "per_step": [1.0, float("nan")]}  # fmt: skip
+    record_gate(tmp_path, "PPO_ADAPTER_PUSH_PASSED", fields)
+    assert capsys.readouterr().out == (
+        "PPO_ADAPTER_PUSH_PASSED delta=inf low=-inf ev=nan ok=0.5 per_step=1.0,nan\n"
+    )
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"the ledger holds {constant}, which JSON does not have")
+
+    (line,) = (tmp_path / LEDGER_NAME).read_text().splitlines()
+    assert json.loads(line, parse_constant=refuse)["fields"] == {
+        "delta": "inf", "low": "-inf", "ev": "nan", "ok": 0.5, "per_step": [1.0, "nan"]
+    }  # fmt: skip
+    (record,) = read_ledger(tmp_path)
+    assert record.fields["delta"] == "inf"
+
+
 def test_marker_formats_seed_example():
     fields = {
         "trainer_gpus": 4,

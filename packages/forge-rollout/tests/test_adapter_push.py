@@ -9,6 +9,8 @@ old adapter fails, named.
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from safetensors.torch import load_file, save_file
 from forge_gates import GateError, read_ledger
 from forge_rollout._aio import run_app_in_thread
 from forge_rollout._engine import Engine
-from forge_rollout._probes import AdapterPusher, adapter_fingerprint
+from forge_rollout._probes import AdapterPusher, _compare, adapter_fingerprint
 from forge_rollout._server import create_server_app
 
 WINDOW = 512
@@ -71,6 +73,42 @@ def test_a_production_lr_step_and_a_no_op_push_both_pass(
     assert two["probe_max_delta"] == 0.0 and not two["probe_changed"]
     assert pusher.served_step == 2
     assert [r.gate for r in read_ledger(run_dir)] == ["PPO_ADAPTER_PUSH_PASSED"] * 3
+
+
+def test_a_different_greedy_token_is_a_flag_and_the_ledger_stays_json(
+    own_server: tuple[str, Engine], tiny_model_dir: Path, lora_maker, tmp_path: Path
+) -> None:
+    """A push that changes the probe's greedy tokens: `probe_tokens_changed`, a finite
+    `probe_max_delta` (the ledger is RFC 8259 JSON: it used to say Infinity)."""
+    url, _ = own_server
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    pusher = AdapterPusher(url, run_dir)
+    pusher.push(lora_maker(tiny_model_dir, tmp_path / "a", seed=5, scale=0.05), 0)
+    far = pusher.push(lora_maker(tiny_model_dir, tmp_path / "b", seed=6, scale=4.0), 1)
+    assert far["probe_tokens_changed"] and not far["noise_tokens_changed"]
+    assert far["probe_changed"] and math.isfinite(far["probe_max_delta"])
+    assert far["noise_floor"] == 0.0
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"gates.jsonl holds {constant}, which JSON does not have")
+
+    lines = (run_dir / "gates.jsonl").read_text().splitlines()
+    assert [json.loads(line, parse_constant=refuse)["fields"]["step"] for line in lines] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        (([5, 6, 7], [-0.5, -1.0, -2.0]), ([5, 6, 7], [-0.5, -1.0, -2.0]), (False, 0.0)),
+        (([5, 6, 7], [-0.5, -1.0, -2.0]), ([5, 6, 7], [-0.5, -1.25, -2.0]), (False, 0.25)),
+        (([5, 6, 7], [-0.5, -1.0, -2.0]), ([5, 9, 7], [-0.75, -0.1, -9.0]), (True, 0.25)),
+        (([5, 6], [-0.5, -1.0]), ([8, 6], [-3.0, -1.0]), (True, 0.0)),
+        (([5, 6], [-0.5, -1.0]), ([5, 6, 1], [-0.5, -1.0, -1.0]), (True, 0.0)),
+    ],
+)
+def test_compare_counts_only_positions_before_the_first_different_token(a, b, expected) -> None:
+    assert _compare(a, b) == expected
 
 
 def test_a_server_that_keeps_the_old_adapter_fails(

@@ -3,8 +3,10 @@
 Line format (schema `forge-gates/ledger@1`, one object per line):
     {"gate": "PPO_SMOKE_PASSED", "fields": {"updates": 1}, "at": "2026-11-29T18:00:00.123456+00:00"}
 A failed gate is recorded as `<NAME minus _PASSED>_FAILED` with its violations, so a reader can
-tell "failed" from "never ran". Every append rewrites the file atomically (the ledger is small)
-under an exclusive lock, so concurrent writers and a kill mid-write never corrupt it.
+tell "failed" from "never ran". Lines are RFC 8259 JSON: a non-finite number in a field is
+written as the string "inf", "-inf" or "nan" (as the stdout marker shows it). Every append
+rewrites the file atomically (the ledger is small) under an exclusive lock, so concurrent
+writers and a kill mid-write never corrupt it.
 """
 
 from __future__ import annotations
@@ -62,6 +64,17 @@ def _format_value(value: Any) -> str:
     return text
 
 
+def _finite_json(value: Any) -> Any:
+    """`value` with non-finite floats as the strings "inf" / "-inf" / "nan" (JSON has none)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _finite_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_json(item) for item in value]
+    return value
+
+
 def format_marker(gate: str, fields: Mapping[str, Any]) -> str:
     """The stdout marker line: `NAME key=value key=value` (booleans as true/false)."""
     parts = [gate] + [f"{key}={_format_value(value)}" for key, value in fields.items()]
@@ -92,7 +105,11 @@ def record_gate(
     """
     fields = dict(fields or {})
     record = GateRecord(gate=gate, fields=fields, at=datetime.now(UTC).isoformat())
-    line = json.dumps(record.model_dump(), sort_keys=False, default=str) + "\n"
+    dumped = record.model_dump()
+    try:
+        line = json.dumps(dumped, sort_keys=False, default=str, allow_nan=False) + "\n"
+    except ValueError:  # a NaN or infinity in a field
+        line = json.dumps(_finite_json(dumped), sort_keys=False, default=str) + "\n"
     if run_dir is not None:
         path = Path(run_dir) / LEDGER_NAME
         with _locked(Path(run_dir)):

@@ -104,10 +104,16 @@ def served_root(server_url: str, name: str) -> str | None:
     return None if card is None else card.get("root")
 
 
-def _max_delta(a: tuple[list[int], list[float]], b: tuple[list[int], list[float]]) -> float:
-    if a[0] != b[0]:
-        return float("inf")  # a different greedy token: a change no noise floor explains
-    return max((abs(x - y) for x, y in zip(a[1], b[1], strict=True)), default=0.0)
+def _compare(
+    a: tuple[list[int], list[float]], b: tuple[list[int], list[float]]
+) -> tuple[bool, float]:
+    """Whether the greedy tokens differ, and the largest log-prob change over the positions
+    before the first different token (the log-probs of different tokens do not compare)."""
+    same = 0
+    while same < min(len(a[0]), len(b[0])) and a[0][same] == b[0][same]:
+        same += 1
+    delta = max((abs(x - y) for x, y in zip(a[1][:same], b[1][:same], strict=True)), default=0.0)
+    return a[0] != b[0], delta
 
 
 class AdapterPusher:
@@ -138,7 +144,7 @@ class AdapterPusher:
             before = noise = None
             if previous is not None:
                 before = probe(self.server_url, POLICY_NAME)
-                noise = _max_delta(before, probe(self.server_url, POLICY_NAME))
+                noise = _compare(before, probe(self.server_url, POLICY_NAME))
             self.load(POLICY_NAME, folder)
             root = served_root(self.server_url, POLICY_NAME)
             after = probe(self.server_url, POLICY_NAME)
@@ -153,10 +159,15 @@ class AdapterPusher:
             gate(self.run_dir, Gate.PPO_ADAPTER_PUSH_PASSED, [problem], fields)
             raise  # gate() raised already; this line is for type checkers
         if before is not None and noise is not None:
-            delta = _max_delta(before, after)
-            fields["probe_max_delta"] = delta if delta == float("inf") else round(delta, 8)
-            fields["noise_floor"] = noise if noise == float("inf") else round(noise, 8)
-            fields["probe_changed"] = delta > noise
+            # finite figures (the ledger is JSON): a different greedy token is a flag of its own,
+            # a change no noise floor explains unless two identical requests differed too
+            tokens_changed, delta = _compare(before, after)
+            noise_tokens_changed, floor = noise
+            fields["probe_max_delta"] = round(delta, 8)
+            fields["noise_floor"] = round(floor, 8)
+            fields["probe_tokens_changed"] = tokens_changed
+            fields["noise_tokens_changed"] = noise_tokens_changed
+            fields["probe_changed"] = (tokens_changed and not noise_tokens_changed) or delta > floor
         problems = []
         if root != str(folder):
             problems.append(
