@@ -497,7 +497,10 @@ def run() -> dict[str, Any]:
          "measured": long["added_p50_ms"],
          "note": f"upstream model time {LATENCY_MS} ms per call; rounds alone "
                  f"{long['added_p50_ms_per_round']} ms; a bare pass-through adds "
-                 f"{long['passthrough_added_p50_ms']} ms on this machine; render work "
+                 f"{long['passthrough_added_p50_ms']} ms on this machine; the gateway's own "
+                 f"time (its clock less the model call) {long['gateway_own_overhead_p50_ms']} "
+                 f"ms, of it the awaited trace write {long['gateway_trace_write_p50_ms']} ms; "
+                 f"render work "
                  f"{long['render_replay_hot_p50_ms']} ms back to back, "
                  f"{long['render_replay_after_idle_p50_ms']} ms after the pause between calls"},
         {"name": "trace_bytes_per_token_20_over_2_calls", "op": "<=", "threshold": 1.25,
