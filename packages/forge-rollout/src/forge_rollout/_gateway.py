@@ -28,7 +28,7 @@ from forge_rollout._capture import choice_records, inject, params_of, strip
 from forge_rollout._count import CountError, PromptTooLong, TokenizerCounter, UpstreamCounter
 from forge_rollout._disk import DiskThread
 from forge_rollout._gateway_config import GatewayConfig, check_guard_gate
-from forge_rollout._gateway_tito import tito_completion
+from forge_rollout._gateway_tito import bad_upstream, json_response, tito_completion
 from forge_rollout._guard import (
     check_context,
     check_max_tokens,
@@ -48,10 +48,6 @@ READ_CHUNK = 256 * 1024
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)
 
 log = logging.getLogger("forge_rollout.gateway")
-
-
-def _json(status: int, body: dict[str, Any]) -> web.Response:
-    return web.Response(status=status, body=json_fast.dumps(body), content_type="application/json")
 
 
 def _passed_through(status: int, payload: bytes, content_type: str | None) -> web.Response:
@@ -139,37 +135,39 @@ class Gateway:
         # 1. parse
         problem = check_session_id(session_id)
         if problem:
-            return _json(400, openai_error(problem, param=None, code="invalid_session_id"))
+            return json_response(400, openai_error(problem, param=None, code="invalid_session_id"))
         raw = await self._read_body(request)
         if raw is None:
             self.stats.guard_refused += 1
             too_big = refuse_body_size(
                 request.content_length, self.max_body_bytes, self.config.window
             )
-            return _json(400, too_big)
+            return json_response(400, too_big)
         try:
             body = json_fast.loads(raw)
         except (ValueError, UnicodeDecodeError) as error:
             message = f"expected a JSON object body; found invalid JSON ({error}); fix: send JSON"
-            return _json(400, openai_error(message, param=None, code="invalid_json"))
+            return json_response(400, openai_error(message, param=None, code="invalid_json"))
         except RecursionError:
             message = (
                 "expected a JSON object body; found JSON nested too deeply to parse; "
                 "fix: send messages without deep nesting"
             )
-            return _json(400, openai_error(message, param=None, code="invalid_json"))
+            return json_response(400, openai_error(message, param=None, code="invalid_json"))
         finally:
             del raw
         if not isinstance(body, dict):
             message = f"expected a JSON object body; found {type(body).__name__}"
-            return _json(400, openai_error(message, param=None, code="invalid_json"))
+            return json_response(400, openai_error(message, param=None, code="invalid_json"))
         if body.get("stream"):
             message = "expected stream=false (traces need whole answers); found true; fix: drop it"
-            return _json(400, openai_error(message, param="stream", code="unsupported"))
+            return json_response(400, openai_error(message, param="stream", code="unsupported"))
         # 2. max_tokens
         max_tokens, problem = requested_max_tokens(body)
         if problem:
-            return _json(400, openai_error(problem, param="max_tokens", code="invalid_type"))
+            return json_response(
+                400, openai_error(problem, param="max_tokens", code="invalid_type")
+            )
         refusal = check_max_tokens(max_tokens, self.config.window)
         if refusal is None and endpoint == "chat.completions" and self.renderer is not None:
             return await tito_completion(self, request, body, max_tokens, started, clock)
@@ -186,7 +184,7 @@ class Gateway:
                 too_long = refuse_prompt_bytes(
                     error.prompt_bytes, error.max_token_bytes, self.config.window
                 )
-                return _json(400, too_long)
+                return json_response(400, too_long)
             except (TimeoutError, aiohttp.ClientError) as error:
                 return self._upstream_failure(error, "POST /tokenize")
             count_ms = (time.perf_counter() - clock) * 1000
@@ -196,7 +194,7 @@ class Gateway:
             )
         if refusal is not None:
             self.stats.guard_refused += 1
-            return _json(400, refusal)
+            return json_response(400, refusal)
         # 4. forward with ids + log-probs injected
         forward, asked = inject(endpoint, body)
         headers = {"Content-Type": "application/json"}
@@ -227,7 +225,7 @@ class Gateway:
         except (ValueError, UnicodeDecodeError) as error:
             self.stats.upstream_errors += 1
             message = f"expected a JSON object from the upstream; found {error}"
-            return _json(502, {"error": {"message": message, "type": "bad_upstream", "code": 502}})
+            return bad_upstream(message)
         records, problems = choice_records(endpoint, answer_json)
         strip(endpoint, answer_json, asked)
         out = json_fast.dumps(answer_json)
@@ -354,7 +352,7 @@ class Gateway:
             "untraced call cannot be trained on); fix: free space on the traces disk or point "
             "--traces at a writable folder"
         )
-        return _json(
+        return json_response(
             status, {"error": {"message": message, "type": "trace_write_failed", "code": status}}
         )
 
@@ -362,10 +360,12 @@ class Gateway:
         if isinstance(error, TimeoutError):
             self.stats.upstream_timeouts += 1
             message = f"the upstream did not answer {what} in time ({error!r})"
-            return _json(504, {"error": {"message": message, "type": "timeout", "code": 504}})
+            return json_response(
+                504, {"error": {"message": message, "type": "timeout", "code": 504}}
+            )
         self.stats.upstream_errors += 1
         message = f"the upstream failed on {what}: {error!r}"
-        return _json(502, {"error": {"message": message, "type": "bad_upstream", "code": 502}})
+        return bad_upstream(message)
 
     # -- everything else ---------------------------------------------------------------------
 
@@ -422,17 +422,17 @@ class Gateway:
             },
             "upstream": upstream,
         }
-        return _json(200 if healthy else 503, body)
+        return json_response(200 if healthy else 503, body)
 
     async def stats_view(self, request: web.Request) -> web.Response:
-        return _json(200, self.stats.summary())
+        return json_response(200, self.stats.summary())
 
     async def not_a_session(self, request: web.Request) -> web.Response:
         message = (
             f"expected /sessions/{{session_id}}{request.path} (traces are kept per session); "
             f"found {request.path}; fix: use base_url <gateway>/sessions/<id>/v1"
         )
-        return _json(400, openai_error(message, param=None, code="session_required"))
+        return json_response(400, openai_error(message, param=None, code="session_required"))
 
 
 GATEWAY = web.AppKey("gateway", Gateway)

@@ -34,12 +34,14 @@ if TYPE_CHECKING:
 INLINE_ENCODE_CHARS = 2048  # a warm session's new text tokenized on the loop up to this (~1 ms)
 
 
-def _json(status: int, body: dict[str, Any]) -> web.Response:
+def json_response(status: int, body: dict[str, Any]) -> web.Response:
+    """A JSON answer of the gateway (both paths)."""
     return web.Response(status=status, body=json_fast.dumps(body), content_type="application/json")
 
 
-def _bad_upstream(message: str) -> web.Response:
-    return _json(502, {"error": {"message": message, "type": "bad_upstream", "code": 502}})
+def bad_upstream(message: str) -> web.Response:
+    """502: the upstream's answer cannot be used (both paths)."""
+    return json_response(502, {"error": {"message": message, "type": "bad_upstream", "code": 502}})
 
 
 async def tito_completion(
@@ -56,7 +58,9 @@ async def tito_completion(
     loop = asyncio.get_running_loop()
     problem = check_response_format(body)
     if problem:
-        return _json(400, openai_error(problem, param="response_format", code="unsupported"))
+        return json_response(
+            400, openai_error(problem, param="response_format", code="unsupported")
+        )
     # 3. render to exact ids (the session's state comes from its trace file after a restart)
     try:
         if session_id not in renderer.sessions:
@@ -66,7 +70,7 @@ async def tito_completion(
             state = renderer.session(session_id, list)
     except TraceFormatError as error:
         message = f"expected this session's trace file to be readable; found: {error}"
-        return _json(500, {"error": {"message": message, "type": "bad_trace", "code": 500}})
+        return json_response(500, {"error": {"message": message, "type": "bad_trace", "code": 500}})
     pool = gw.counter.pool  # type: ignore[union-attr]  # a renderer implies TokenizerCounter
     try:
         # the template and the cut run on the loop (pure Python: a thread would only add GIL
@@ -84,19 +88,19 @@ async def tito_completion(
     except TooLong as error:
         gw.stats.guard_refused += 1
         bound = renderer.max_prompt_bytes // max(1, config.window)
-        return _json(400, refuse_prompt_bytes(error.prompt_bytes, bound, config.window))
+        return json_response(400, refuse_prompt_bytes(error.prompt_bytes, bound, config.window))
     except Exception as error:  # template errors: a bad request, not a gateway crash
         message = (
             f"expected messages the chat template can render; found {error!r}; fix: send "
             "[{'role': ..., 'content': str}] messages"
         )
-        return _json(400, openai_error(message, param="messages", code="invalid_messages"))
+        return json_response(400, openai_error(message, param="messages", code="invalid_messages"))
     count_ms = (time.perf_counter() - clock) * 1000
     gw.stats.count_ms.append(count_ms)
     refusal = check_context(rendered.length, max_tokens, config.window, config.reserve)
     if refusal is not None:
         gw.stats.guard_refused += 1
-        return _json(400, refusal)
+        return json_response(400, refusal)
     delta, cause = renderer.link(state, rendered)
     # 4. the upstream samples from the ids
     headers = {"Content-Type": "application/json"}
@@ -128,11 +132,11 @@ async def tito_completion(
             raise ValueError(f"a JSON {type(answer_json).__name__}, not an object")
     except (ValueError, UnicodeDecodeError) as error:
         gw.stats.upstream_errors += 1
-        return _bad_upstream(f"expected a JSON object from the upstream; found {error}")
+        return bad_upstream(f"expected a JSON object from the upstream; found {error}")
     counted = (answer_json.get("usage") or {}).get("prompt_tokens")
     if counted is not None and counted != rendered.length:
         gw.stats.upstream_errors += 1
-        return _bad_upstream(
+        return bad_upstream(
             f"expected the upstream to sample from the {rendered.length} prompt ids sent; it "
             f"reports {counted} prompt tokens; fix: serve the model whose tokenizer the "
             "gateway was given, with max_model_len = the gateway's window"
@@ -144,7 +148,7 @@ async def tito_completion(
     # 6. record, only for a client that is still there to receive the answer
     if request.transport is None or request.transport.is_closing():
         gw.stats.client_disconnects += 1
-        return _json(status, out)
+        return json_response(status, out)
     if problems:
         gw.stats.untraced_choices += len(problems)
         gw.stats.last_untraced = problems[-1]
@@ -179,4 +183,4 @@ async def tito_completion(
         gw.stats.breaks[cause] += 1
     gw.stats.overhead_ms.append((time.perf_counter() - clock) * 1000 - upstream_ms)
     # 7. answer
-    return _json(status, out)
+    return json_response(status, out)
