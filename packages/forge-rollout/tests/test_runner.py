@@ -36,13 +36,15 @@ def _ids(body: dict[str, Any]) -> list[int]:
 
 
 def scripted_upstream(
-    solutions: dict[str, str], hang: asyncio.Event | None = None
+    solutions: dict[str, str], hung: list[float] | None = None
 ) -> web.Application:
-    """vLLM-shaped answers chosen by script from the instruction in the first user message."""
+    """vLLM-shaped answers chosen by script from the instruction in the first user message;
+    with `hung`, every call is recorded there (its arrival time) and hangs 30 s instead."""
 
     async def chat(request: web.Request) -> web.Response:
         body = await request.json()
-        if hang is not None:
+        if hung is not None:
+            hung.append(time.monotonic())
             await asyncio.sleep(30)
         messages = body["messages"]
         turns = sum(1 for m in messages if m["role"] == "assistant")
@@ -287,7 +289,8 @@ def test_unreachable_endpoint_fails_before_any_task(tmp_path: Path) -> None:
 def test_cancel_stops_every_sandbox(tmp_path: Path, gateway_at) -> None:
     tasks = resolve_tasks("demo:train")[:2]
     config = AgentConfig(step_limit=3, request_timeout_s=60)
-    hung = scripted_upstream(demo_solutions(tasks), hang=asyncio.Event())
+    waiting: list[float] = []  # model calls that reached the upstream (and hang there)
+    hung = scripted_upstream(demo_solutions(tasks), hung=waiting)
     with run_app_in_thread(hung, handler_cancellation=True) as up:
         with gateway_at(up, tmp_path / "traces", window=WINDOW, reserve=0) as (gateway, _):
 
@@ -303,10 +306,14 @@ def test_cancel_stops_every_sandbox(tmp_path: Path, gateway_at) -> None:
                         concurrency=2,
                     )
                 )
-                for _ in range(200):  # wait until the sandboxes are up and the agents are waiting
-                    await asyncio.sleep(0.05)
-                    if len(_uid_processes()) >= 2:
-                        break
+                # wait until both agents' first model calls hang in the upstream (sandboxes up),
+                # then cancel at once: the gateway gives up on the upstream 5 s after a call
+                # came (a 504 that ends the trial), so the cancel must come well before that
+                # (polling ps for the sandboxes instead once took over 5 s under .ci/run's load)
+                deadline = time.monotonic() + 60
+                while len(waiting) < 2 and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+                assert len(waiting) >= 2, f"expected 2 hanging model calls; found {len(waiting)}"
                 before.extend(_uid_processes())
                 assert before, "expected running sandboxes before the interrupt"
                 run.cancel()
