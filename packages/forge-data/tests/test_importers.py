@@ -178,12 +178,69 @@ def test_published_image_name_mangling(kind: str, image: str) -> None:
     assert fd.published_image(kind, {"instance_id": "Django__Django-1"}).islower()  # type: ignore[arg-type]
 
 
-def test_tests_that_are_not_pytest_ids_give_no_reward_not_a_zero(tmp_path: Path) -> None:
+def test_tests_that_their_runner_cannot_select_give_no_reward_not_a_zero(tmp_path: Path) -> None:
     row = dict(SWE_BENCH_ROW, FAIL_TO_PASS=json.dumps(["test_x (utils.tests.Tests)"]))
     files = fd.task_files("swebench", row)
     script = files["tests/test.sh"][0]
     assert script.endswith("exit 2\n") and "reward.txt" not in script
     assert "python -m pytest" not in script and "no reward (an infrastructure error" in script
+    django = dict(_DJANGO_ROW, test_patch="")  # Django's modules come from the test patch
+    assert fd.task_files("swebench", django)["tests/test.sh"][0].endswith("exit 2\n")
+
+
+_DJANGO_ROW = dict(
+    SWE_BENCH_ROW,
+    repo="django/django",
+    instance_id="django__django-11099",
+    test_patch=(
+        "diff --git a/tests/auth_tests/test_validators.py b/tests/auth_tests/test_validators.py\n"
+        "--- a/tests/auth_tests/test_validators.py\n+++ b/tests/auth_tests/test_validators.py\n"
+        "@@ -1 +1 @@\n-a\n+b\n"
+    ),
+    FAIL_TO_PASS=json.dumps(
+        ["test_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests)"]
+    ),
+    PASS_TO_PASS=json.dumps(
+        ["test_help_text (auth_tests.test_validators.MinimumLengthValidatorTest)"]
+    ),
+)
+_SYMPY_ROW = dict(
+    SWE_BENCH_ROW,
+    repo="sympy/sympy",
+    instance_id="sympy__sympy-20590",
+    test_patch=(
+        "diff --git a/sympy/core/tests/test_basic.py b/sympy/core/tests/test_basic.py\n"
+        "--- a/sympy/core/tests/test_basic.py\n+++ b/sympy/core/tests/test_basic.py\n"
+        "@@ -1 +1 @@\n-a\n+b\n"
+    ),
+    FAIL_TO_PASS=json.dumps(["test_immutable"]),
+    PASS_TO_PASS=json.dumps(["test__aresame"]),
+)
+
+
+def test_django_and_sympy_rows_run_their_projects_runners() -> None:
+    """swebench 4.0.3's test_cmd and get_test_directives for Django and SymPy."""
+    django = fd.task_files("swebench", _DJANGO_ROW)["tests/test.sh"][0]
+    assert (
+        "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 "
+        "auth_tests.test_validators 2>&1 | tee /logs/verifier/test-output.txt" in django
+    )
+    assert "pytest" not in django and "git apply -v -" in django
+    sympy = fd.task_files("swebench", _SYMPY_ROW)["tests/test.sh"][0]
+    assert "bin/test -C --verbose sympy/core/tests/test_basic.py 2>&1 | tee" in sympy
+
+
+def _grade(tmp_path: Path, row: dict, output: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "grade.py").write_text(fd.task_files("swebench", row)["tests/grade.py"][0])
+    (tmp_path / "out.txt").write_text(output)
+    (tmp_path / "config.json").write_text(json.dumps(row))
+    (tmp_path / "reward.txt").unlink(missing_ok=True)
+    return subprocess.run(
+        [sys.executable, "grade.py", "out.txt", "config.json", "reward.txt"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
 
 
 @pytest.mark.parametrize(
@@ -192,6 +249,7 @@ def test_tests_that_are_not_pytest_ids_give_no_reward_not_a_zero(tmp_path: Path)
         ("PASSED tests/a.py::test_f\nPASSED tests/a.py::test_p\n", "1"),
         ("FAILED tests/a.py::test_f - assert\nPASSED tests/a.py::test_p\n", "0"),
         ("PASSED tests/a.py::test_p\n", "0"),  # the FAIL_TO_PASS test never ran
+        ("XFAIL tests/a.py::test_f\nPASSED tests/a.py::test_p\n", "1"),  # swebench's rule
         ("ImportError: no module named x\n", None),  # no test ran: no verdict
     ],
 )
@@ -199,20 +257,42 @@ def test_grade_script(tmp_path: Path, output: str, reward: str | None) -> None:
     row = dict(
         SWE_BENCH_ROW, FAIL_TO_PASS='["tests/a.py::test_f"]', PASS_TO_PASS=["tests/a.py::test_p"]
     )
-    (tmp_path / "grade.py").write_text(fd.task_files("swebench", row)["tests/grade.py"][0])
-    (tmp_path / "out.txt").write_text(output)
-    (tmp_path / "config.json").write_text(json.dumps(row))
-    run = subprocess.run(
-        [sys.executable, "grade.py", "out.txt", "config.json", "reward.txt"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-    )
+    run = _grade(tmp_path, row, output)
     if reward is None:
         assert run.returncode == 2 and not (tmp_path / "reward.txt").exists()
         assert "the tests did not run" in run.stderr
     else:
         assert run.returncode == 0 and (tmp_path / "reward.txt").read_text() == reward + "\n"
+
+
+DJANGO_OK = (
+    "test_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests) ... ok\n"
+    "test_help_text (auth_tests.test_validators.MinimumLengthValidatorTest)\n"
+    "Help text is shown. ... ok\n"  # a docstring line between the id and its status
+    "----------------------------------------------------------------------\nRan 2 tests\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("row", "output", "reward"),
+    [
+        (_DJANGO_ROW, DJANGO_OK, "1"),
+        (_DJANGO_ROW, DJANGO_OK.replace("Tests) ... ok", "Tests) ... FAIL"), "0"),
+        (_DJANGO_ROW, DJANGO_OK.replace("Help text is shown. ... ok", "x ... ERROR"), "0"),
+        (_SYMPY_ROW, "test__aresame ok\ntest_immutable ok\n", "1"),
+        (_SYMPY_ROW, "test__aresame ok\ntest_immutable F\n", "0"),
+        (_SYMPY_ROW, "test__aresame ok\n", "0"),  # the FAIL_TO_PASS test never ran
+        (_SYMPY_ROW, "ImportError: cannot import name 'x'\n", None),
+    ],
+)
+def test_grade_reads_django_and_sympy_verbose_runs(
+    tmp_path: Path, row: dict, output: str, reward: str | None
+) -> None:
+    run = _grade(tmp_path, row, output)
+    if reward is None:
+        assert run.returncode == 2 and not (tmp_path / "reward.txt").exists()
+    else:
+        assert (tmp_path / "reward.txt").read_text() == reward + "\n", run.stderr
 
 
 def test_cli_import_bad_rows_summary_progress_and_exit_codes(tmp_path: Path, capsys) -> None:

@@ -18,9 +18,13 @@ swesmith's `RepoProfile.image_name`), else from its `repo`.
 
 test.sh activates the images' `testbed` conda env (PATH holds only conda's base env; the
 adapters' test commands `source /opt/miniconda3/bin/activate; conda activate testbed` too) and
-runs pytest-style test ids (`path::name`) only; a row whose tests are another runner's
-(Django's `test_x (module.Class)`) gets a test.sh that exits 2 without a reward: an
-infrastructure error of the verifier, never a reward 0. SWE-bench / SWE-Gym: as the adapters'
+runs the tests with the project's runner, as swebench 4.0.3's `MAP_REPO_VERSION_TO_SPECS`
+`test_cmd` and `get_test_directives` name it: Django (`django/django`, ids `test_x
+(module.Class)`) through `./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1`
+on the test patch's modules, SymPy (`sympy/sympy`, bare `test_x` ids) through `bin/test -C
+--verbose` on the test patch's files, every other project pytest on `path::name` ids. A row whose
+tests its runner cannot select gets a test.sh that exits 2 without a reward: an infrastructure
+error of the verifier, never a reward 0. SWE-bench / SWE-Gym: as the adapters'
 `get_test_commands`, the files the test patch touches are reset to `base_commit` (the ones it
 creates removed when untracked) before it is applied.
 """
@@ -60,10 +64,12 @@ memory = '4G'
 storage = '10G'
 """
 GRADE_PY = '''\
-"""Grade a pytest -rA run: reward 1 when every FAIL_TO_PASS and PASS_TO_PASS test passed.
+"""Grade a test run: reward 1 when every FAIL_TO_PASS and PASS_TO_PASS test passed.
 
-Written by `forge-data import`. No test result in the output at all (the tests never ran) is
-no verdict: exit 2 without a reward file, an infrastructure error, never a reward 0.
+Written by `forge-data import`. Reads the three runners' per-test lines (pytest -rA's summary
+`PASSED id`, Django's verbose `id ... ok`, SymPy's verbose `test_x ok`). No test result in the
+output at all (the tests never ran) is no verdict: exit 2 without a reward file, an
+infrastructure error, never a reward 0.
 """
 
 import json
@@ -79,13 +85,22 @@ def tests(key):
     return json.loads(value) if isinstance(value, str) else value
 
 
-RESULT = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED) (\\S+)", re.M)
-status = {name: state for state, name in RESULT.findall(output)}
+PYTEST = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED) (\\S+)", re.M)
+DJANGO = re.compile(  # a docstring's first line may sit between the id and its status
+    r"^(\\w+ \\([\\w.]+\\))(?:\\n[^\\n]*?)? \\.\\.\\. "
+    r"(ok|FAIL|ERROR|skipped|expected failure|unexpected success)",
+    re.M,
+)
+SYMPY = re.compile(r"^(_*test_\\w+) +(ok|F|E|f|s|w|X)\\s*$", re.M)
+PASS = {"PASSED", "XFAIL", "ok", "expected failure", "f"}
+status = {name: state for state, name in PYTEST.findall(output)}
+status.update(DJANGO.findall(output))
+status.update(SYMPY.findall(output))
 if not status:
     print("grade: no test result in the output: the tests did not run", file=sys.stderr)
     sys.exit(2)
 wanted = tests("FAIL_TO_PASS") + tests("PASS_TO_PASS")
-failed = [name for name in wanted if status.get(name) != "PASSED"]
+failed = [name for name in wanted if status.get(name) not in PASS]
 for name in failed:
     print(f"grade: {name}: {status.get(name, 'not run')}", file=sys.stderr)
 with open(sys.argv[3], "w") as reward:
@@ -135,20 +150,48 @@ def _quoted(paths: list[str]) -> str:
     return " ".join(shlex.quote(path) for path in paths)
 
 
+def _test_patch_files(row: dict[str, Any]) -> list[str]:
+    """The .py files the test patch leaves in place (post-images), in diff order."""
+    after = re.findall(r"^\+\+\+ b/(\S+\.py)$", str(row.get("test_patch") or ""), re.M)
+    return list(dict.fromkeys(after))
+
+
+def test_command(row: dict[str, Any], tests: list[str]) -> str | None:
+    """The command that runs the row's tests with its project's runner; None when it cannot
+    select them (swebench 4.0.3's `test_cmd` and `get_test_directives`)."""
+    repo = str(row.get("repo") or "").lower()
+    if repo in ("django/django", "sympy/sympy"):
+        files = [path for path in _test_patch_files(row) if re.fullmatch(r"[\w./-]+", path)]
+        if not files:
+            return None
+        if repo == "sympy/sympy":
+            warnings = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning'"
+            return f"{warnings} bin/test -C --verbose {' '.join(files)}"
+        modules = [
+            path.removesuffix(".py").removeprefix("tests/").replace("/", ".") for path in files
+        ]
+        return "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 " + " ".join(
+            modules
+        )
+    paths = test_files(tests)
+    return None if paths is None else f"python -m pytest -rA {' '.join(paths)}"
+
+
 def _patch_block(command: str, patch: str) -> str:
     text = patch if patch.endswith("\n") else patch + "\n"
     return f"{command} <<'{PATCH_END}'\n{text}{PATCH_END}\n"
 
 
 def test_sh(kind: Kind, row: dict[str, Any], tests: list[str]) -> str:
-    """tests/test.sh: the tests as of the task, run under pytest -rA, then graded."""
+    """tests/test.sh: the tests as of the task, run by the project's runner, then graded."""
     lines = ["#!/bin/bash", f"# Written by forge-data import {kind}: run and grade the tests.",
              "set -uo pipefail", "mkdir -p /logs/verifier", "cd /testbed || exit 2"]  # fmt: skip
-    files = test_files(tests)
-    if files is None:
+    command = test_command(row, tests)
+    if command is None:
         lines += [
-            "echo 'forge-data import: the tests are not pytest ids (path::name); this test.sh "
-            "cannot run them: no reward (an infrastructure error, not a score)' >&2",
+            "echo 'forge-data import: the tests cannot be selected (pytest ids are path::name; "
+            "Django and SymPy tests need the test patch's files); this test.sh cannot run them: "
+            "no reward (an infrastructure error, not a score)' >&2",
             "exit 2",
         ]
         return "\n".join(lines) + "\n"
@@ -158,6 +201,7 @@ def test_sh(kind: Kind, row: dict[str, Any], tests: list[str]) -> str:
         "score)' >&2; exit 2; }"
     )
     test_patch = str(row.get("test_patch") or "")
+    files = test_files(tests) or _test_patch_files(row)
     if kind == "swesmith":  # the instance branch hides the tests its parent commit has
         lines.append(f"git checkout -q HEAD~1 -- {' '.join(files)}")
     elif not test_patch:
@@ -174,7 +218,7 @@ def test_sh(kind: Kind, row: dict[str, Any], tests: list[str]) -> str:
         lines.append(_patch_block("git apply -v -", test_patch).rstrip("\n"))
     lines += [
         'echo ">>>>> Start Test Output"',
-        f"python -m pytest -rA {' '.join(files)} 2>&1 | tee /logs/verifier/test-output.txt",
+        f"{command} 2>&1 | tee /logs/verifier/test-output.txt",
         'echo ">>>>> End Test Output"',
         # conda's base python grades: a testbed env may predate grade.py's Python (3.6+)
         '"${CONDA_PYTHON_EXE:-python3}" /tests/grade.py /logs/verifier/test-output.txt '
