@@ -159,3 +159,17 @@ def test_cli_help_mentions_every_command(capsys) -> None:
     out = capsys.readouterr().out
     for command in ("run", "verify", "oracle", "nop", "doctor", "exit codes"):
         assert command in out
+
+
+@pytest.mark.usefixtures("isolation")
+def test_a_user_name_on_the_local_backend_is_an_infrastructure_error(
+    tmp_path: Path, make_task
+) -> None:
+    """bwrap takes a UID: `[agent] user = "app"` fails the trial by name, never runs it as
+    someone else (the test would pass: exit 0 writes reward 1)."""
+    task = make_task("named-user", "echo 1 > /logs/verifier/reward.txt\n", solve_sh="true\n")
+    toml = task / "task.toml"
+    toml.write_text(toml.read_text() + '\n[agent]\nuser = "app"\n')
+    summary = asyncio.run(run_job(discover_tasks(task.parent), tmp_path / "job", "oracle"))
+    assert summary.rewards == {"named-user": None}
+    assert summary.errors == {"named-user": "TaskLayoutError"}

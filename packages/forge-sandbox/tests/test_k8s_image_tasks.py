@@ -89,3 +89,23 @@ def test_an_exec_without_cwd_stays_in_the_containers_working_directory(tmp_path:
     named = wrap(["/bin/pwd"], "/", {"PATH": "/usr/bin:/bin"}, 10, "0" * 32)
     moved = subprocess.run(named, cwd=tmp_path, capture_output=True, text=True, check=False)
     assert moved.stdout == "/\n"
+
+
+def test_a_user_name_is_refused_before_any_pod_exists() -> None:
+    """runAsUser takes a number: a task's user by name fails its trial (TaskLayoutError, named,
+    with the fix) before the API is called."""
+    import asyncio
+
+    from forge_sandbox import TaskLayoutError
+
+    spec = SandboxSpec(task_name="t", trial_name="t__1", user="app")
+    calls: list[str] = []
+
+    class Api:  # records every call; a real one would create the pod
+        async def call(self, what: str, *args: object, **kwargs: object) -> None:
+            calls.append(what)
+
+    sandbox = KubernetesSandbox(spec, KubernetesConfig(), IMAGE, api=Api())  # type: ignore[arg-type]
+    with pytest.raises(TaskLayoutError, match=r"found user 'app'; fix: give \[agent\] user"):
+        asyncio.run(sandbox.start())
+    assert [c for c in calls if c.startswith("create")] == []

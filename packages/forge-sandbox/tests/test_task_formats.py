@@ -160,3 +160,33 @@ def test_the_tasks_workdir_reaches_the_sandbox_else_the_images_own(tmp_path: Pat
         create_body(plain, DockerConfig(), "img", image, storage_opt=False)["WorkingDir"]
         == "/testbed"
     )
+
+
+@pytest.mark.parametrize(
+    ("user", "fields", "docker_user"),
+    [
+        (None, {}, "0"),  # the image's user (here root: no USER)
+        ('"4321"', {"uid": 4321, "gid": 4321}, "4321:4321"),
+        ('"4321:99"', {"uid": 4321, "gid": 99}, "4321:99"),
+        ("4321", {"uid": 4321, "gid": 4321}, "4321:4321"),  # a TOML integer
+        ('"app"', {"user": "app"}, "app"),
+        ('"root"', {"user": "root"}, "root"),
+        ('"0"', {"user": "0"}, "0"),  # uid 0 is no spec uid: the Docker backend's user
+    ],
+)
+def test_the_tasks_agent_user_reaches_the_sandbox(
+    tmp_path: Path, user: str | None, fields: dict, docker_user: str
+) -> None:
+    """`[agent] user`: a UID sets the spec's uid/gid (every backend honours it); a name is the
+    Docker backend's exec user; no user leaves the image's own."""
+    (tmp_path / "tests").mkdir()
+    agent = f"[agent]\nuser = {user}\n" if user is not None else ""
+    (tmp_path / "task.toml").write_text(f'version = "1.0"\n{agent}')
+    (tmp_path / "instruction.md").write_text("x\n")
+    (tmp_path / "tests" / "test.sh").write_text("#!/bin/bash\n")
+    spec = load_task(tmp_path).sandbox_spec()
+    assert {k: getattr(spec, k) for k in ("uid", "gid", "user") if k in spec.model_fields_set} == (
+        fields
+    )
+    body = create_body(spec, DockerConfig(), "img", {"User": ""}, storage_opt=False)
+    assert body["User"] == docker_user

@@ -74,6 +74,13 @@ class SandboxSpec(BaseModel):
         description="'none': a private network namespace with only loopback (default). "
         "'host': share the host network (opt-in; agents here never need it).",
     )
+    user: str | None = Field(
+        default=None,
+        description="The task's user by name (task.toml `[agent] user`), for the Docker backend, "
+        "which runs every exec as it (the image's /etc/passwd resolves it). A numeric user "
+        "becomes uid/gid instead; the local and Kubernetes backends refuse a name (they take "
+        "a UID).",
+    )
     uid: int = Field(default=1000, ge=1, description="User id inside the sandbox (never 0).")
     gid: int = Field(default=1000, ge=1, description="Group id inside the sandbox (never 0).")
     hostname: str = Field(default="sandbox", description="Hostname inside the sandbox.")

@@ -11,6 +11,7 @@ TASK/solution/solve.sh         the oracle; uploaded to /solution
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -114,8 +115,20 @@ class HarborTask(BaseModel):
             fields["storage_mb"] = self.storage_mb
         if self.config.workdir is not None:  # else the image's WORKDIR (or /workspace locally)
             fields["workdir"] = self.config.workdir
+        fields.update(_user_fields(self.config.agent_user))
         fields.update(overrides)
         return SandboxSpec(**fields)
+
+
+def _user_fields(user: str | None) -> dict[str, Any]:
+    """task.toml's user as spec fields: `UID` or `UID:GID` (non-zero) sets uid/gid, which every
+    backend honours; a name (or root) is the Docker backend's `user`."""
+    if user is None:
+        return {}
+    match = re.fullmatch(r"(\d+)(?::(\d+))?", user.strip())
+    if match and int(match[1]) > 0 and int(match[2] or match[1]) > 0:
+        return {"uid": int(match[1]), "gid": int(match[2] or match[1])}
+    return {"user": user.strip()}
 
 
 def load_task(path: str | os.PathLike[str]) -> HarborTask:

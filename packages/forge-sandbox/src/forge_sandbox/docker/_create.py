@@ -38,10 +38,13 @@ def labels(spec: SandboxSpec, config: DockerConfig) -> dict[str, str]:
 
 
 def exec_user(image_config: dict[str, Any], spec: SandboxSpec, config: DockerConfig) -> str:
-    """Who runs the commands: the config's user, else an explicit spec uid, else the image's
-    USER, else root (Docker's default for an image without USER)."""
+    """Who runs the commands: the config's user, else the task's user (spec.user, a name),
+    else an explicit spec uid, else the image's USER, else root (Docker's default for an image
+    without USER)."""
     if config.user:
         return config.user
+    if spec.user:
+        return spec.user
     if "uid" in spec.model_fields_set or "gid" in spec.model_fields_set:
         return f"{spec.uid}:{spec.gid}"
     return str(image_config.get("User") or "") or "0"

@@ -23,6 +23,7 @@ from forge_sandbox._errors import (
     SandboxStartError,
     SandboxStateError,
     SandboxTransferError,
+    TaskLayoutError,
 )
 from forge_sandbox._spec import ExecResult, KillReport, SandboxSpec
 from forge_sandbox._tar import check_sandbox_path, pack, unpack
@@ -128,6 +129,12 @@ class KubernetesSandbox:
         self._state = "running"
 
     async def _start(self) -> None:
+        if self.spec.user is not None:  # runAsUser takes a number; the kubelet resolves no names
+            raise TaskLayoutError(
+                f"task {self.spec.task_name}: expected a numeric non-root user (UID or UID:GID) "
+                f"for a pod's runAsUser; found user {self.spec.user!r}; fix: give [agent] user as "
+                "a UID in task.toml, or run it on the Docker backend (--backend docker)"
+            )
         ns = self.config.namespace
         pod, *policy = self.manifests
         # 1. the egress-denying policy first, so the pod never runs without it

@@ -133,6 +133,12 @@ class LocalSandbox:
                 "an image?); fix: add environment/workspace/, or run it on an image-based "
                 "backend (--backend docker or kubernetes)"
             )
+        if spec.user is not None:
+            raise TaskLayoutError(
+                f"task {spec.task_name}: expected a numeric user (UID or UID:GID, not 0) for the "
+                f"local backend; found user {spec.user!r}; fix: give [agent] user as a UID in "
+                "task.toml, or run it on the Docker backend (--backend docker)"
+            )
         tools = self._tools = _bwrap.find_tools(self._bwrap_name)
         driver = detect_cgroups(self._mountinfo, self._cgroup_parent)
         await asyncio.to_thread(sweep_stale, driver)
