@@ -40,6 +40,8 @@ FACES = ("__init__.py", "cli.py")
 # third-party modules a function may import lazily, with the reason
 LAZY_THIRD_PARTY: dict[str, str] = {
     "pyarrow": "optional `parquet` extra of forge-data",
+    "swesmith": "optional `synth` extra of forge-data: its modules import every language's "
+    "tree-sitter grammar, needed only when `forge-data synth` makes candidates",
     "datasets": "optional: Hugging Face datasets rows, only when a user passes them",
     "torch.utils.tensorboard": "optional `curves` extra of forge-ppo",
     "matplotlib": "optional `curves` extra of forge-ppo",

@@ -6,4 +6,7 @@ way a verifier does. A bare `pytest` from the repository root (testpaths = packa
 otherwise import them out of context.
 """
 
-collect_ignore_glob = ["src/forge_data/bundled/demo_tasks/*"]
+collect_ignore_glob = [
+    "src/forge_data/bundled/demo_tasks/*",
+    "tests/fixtures/*",  # a project for forge-data synth, with its own tests
+]

@@ -2,6 +2,7 @@
 
 Typical flow:
   forge-data import swebench rows.jsonl --out tasks/   # rows -> Harbor task folders
+  forge-data synth inflection==0.5.1 --out tasks/ --seed 7   # a real project -> tasks
   forge-data candidates --tasks rows.jsonl --out candidates.jsonl   # read + static filter
   forge-data oracle-plan --tasks candidates.jsonl --verdicts v.jsonl -n 64 --train 187 ...
   forge-data ingest --nop jobs/nop-1 --oracle jobs/oracle-1 --verdicts v.jsonl
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from forge_data import _commands as commands
 from forge_data._errors import DataError
+from forge_data.synth import add_synth_parser
 from forge_gates import Gate, GateError, use_help_formatter
 
 _PRINTED_BY_GATE = {
@@ -192,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_candidates(sub)
     _add_import(sub)
+    add_synth_parser(sub)
     _add_curate(sub)
 
     p = sub.add_parser("ingest", help="NOP + oracle Harbor jobs -> verdicts (append-only)")

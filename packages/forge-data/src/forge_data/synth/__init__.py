@@ -1,0 +1,31 @@
+"""forge_data.synth: SWE-smith-style task synthesis from real Python projects (`forge-data
+synth`), every test run in the sandbox, every task validated by Forge's own NOP / oracle::
+
+    from forge_data.synth import SynthConfig, synth
+    report = synth(SynthConfig(source="inflection==0.5.1", out=Path("tasks"), seed=7))
+
+This layer imports `forge_data.bulk` (sandbox jobs), `forge_data.curation`, `forge_data._errors`,
+forge-gates, and swesmith's procedural modifiers (the `synth` extra) when candidates are made.
+"""
+
+from forge_data.synth._bugs import Candidate, is_test_path, source_files
+from forge_data.synth._command import add_synth_parser, cmd_synth, render_table
+from forge_data.synth._report_plugin import TestResult, read_ctrf
+from forge_data.synth._statement import problem_statement
+from forge_data.synth._synth import REPORT_NAME, SynthConfig, SynthReport, synth
+
+__all__ = [
+    "REPORT_NAME",
+    "Candidate",
+    "SynthConfig",
+    "SynthReport",
+    "TestResult",
+    "add_synth_parser",
+    "cmd_synth",
+    "is_test_path",
+    "problem_statement",
+    "read_ctrf",
+    "render_table",
+    "source_files",
+    "synth",
+]
