@@ -10,7 +10,7 @@ forge-gates, and swesmith's procedural modifiers (the `synth` extra) when candid
 
 from forge_data.synth._bugs import Candidate, is_test_path, source_files
 from forge_data.synth._command import add_synth_parser, cmd_synth, render_table
-from forge_data.synth._report_plugin import TestResult, read_ctrf
+from forge_data.synth._report_plugin import ReportedTest, read_ctrf
 from forge_data.synth._statement import problem_statement
 from forge_data.synth._synth import REPORT_NAME, SynthConfig, SynthReport, synth
 
@@ -19,7 +19,7 @@ __all__ = [
     "Candidate",
     "SynthConfig",
     "SynthReport",
-    "TestResult",
+    "ReportedTest",
     "add_synth_parser",
     "cmd_synth",
     "is_test_path",

@@ -22,6 +22,7 @@ def add_synth_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", type=Path, default=Path(".cache/forge"), help="sdist cache")
     p.add_argument("--backend", choices=("local", "docker", "kubernetes"), default="local")
     p.add_argument("--concurrency", type=int, default=2, help="sandboxes at once")
+    p.add_argument("--baseline-timeout", type=int, default=600, help="the suite's limit, s")
     p.add_argument("--no-validate", action="store_true", help="skip the NOP / oracle check")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -67,6 +68,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         backend=args.backend,
         concurrency=args.concurrency,
         validate_tasks=not args.no_validate,
+        baseline_timeout_s=args.baseline_timeout,
         quiet=args.quiet,
     )
     report = synth(config)

@@ -99,7 +99,7 @@ def pytest_sessionfinish(session, exitstatus):
 '''
 
 
-class TestResult(BaseModel):
+class ReportedTest(BaseModel):
     """One test of a CTRF report."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -111,7 +111,7 @@ class TestResult(BaseModel):
     type: str = Field(default="", description="'collection' for a collection error.")
 
 
-def read_ctrf(path: Path) -> list[TestResult] | None:
+def read_ctrf(path: Path) -> list[ReportedTest] | None:
     """The tests of a CTRF report; None when the file is missing, unreadable or has none."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -121,14 +121,14 @@ def read_ctrf(path: Path) -> list[TestResult] | None:
     if not isinstance(tests, list) or not tests:
         return None
     try:
-        return [TestResult.model_validate(test) for test in tests]
+        return [ReportedTest.model_validate(test) for test in tests]
     except ValueError:
         return None
 
 
-def passed(tests: list[TestResult]) -> set[str]:
+def passed(tests: list[ReportedTest]) -> set[str]:
     return {test.name for test in tests if test.status == "passed"}
 
 
-def collection_errors(tests: list[TestResult]) -> list[str]:
+def collection_errors(tests: list[ReportedTest]) -> list[str]:
     return [test.name for test in tests if test.type == "collection"]

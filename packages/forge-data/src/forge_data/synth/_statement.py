@@ -5,21 +5,21 @@ never from the bug's diff or the source lines it changed. Deterministic.
 
 from __future__ import annotations
 
-from forge_data.synth._report_plugin import TestResult
+from forge_data.synth._report_plugin import ReportedTest
 
 SHOWN_TESTS = 8
 SHOWN_FAILURES = 2
 MESSAGE_CHARS = 600
 
 
-def _title(failing: list[TestResult]) -> str:
+def _title(failing: list[ReportedTest]) -> str:
     files = sorted({test.name.split("::", 1)[0] for test in failing})
     where = files[0] if len(files) == 1 else f"{len(files)} test files"
     count = len(failing)
     return f"{count} test{'s' if count != 1 else ''} in {where} fail{'s' if count == 1 else ''}"
 
 
-def problem_statement(project: str, failing: list[TestResult]) -> str:
+def problem_statement(project: str, failing: list[ReportedTest]) -> str:
     """The instruction.md text for a bug whose FAIL_TO_PASS tests are `failing` (sorted)."""
     failing = sorted(failing, key=lambda test: test.name)
     lines = [

@@ -32,7 +32,7 @@ from forge_data.bulk._sandbox_jobs import Backend, SandboxRun, run_sandbox_job
 from forge_data.curation._harbor_jobs import JobRead
 from forge_data.synth._bugs import Candidate, candidates, is_test_path, source_files
 from forge_data.synth._env import build_env
-from forge_data.synth._report_plugin import TestResult, collection_errors, passed, read_ctrf
+from forge_data.synth._report_plugin import ReportedTest, collection_errors, passed, read_ctrf
 from forge_data.synth._source import Project, fetch_project
 from forge_data.synth._statement import problem_statement
 from forge_data.synth._task import task_name, write_probe, write_task
@@ -67,6 +67,9 @@ class SynthConfig(BaseModel):
     backend: Backend = Field(default="local", description="The sandbox of every test run.")
     concurrency: int = Field(default=2, ge=1, description="Sandboxes at once.")
     batch: int = Field(default=8, ge=1, description="Candidates per sandbox job.")
+    baseline_timeout_s: int = Field(
+        default=600, ge=5, description="The whole suite's limit at baseline (a hang: refused)."
+    )
     validate_tasks: bool = Field(default=True, description="Run NOP and oracle on every task.")
     quiet: bool = Field(default=False, description="No progress on stderr.")
 
@@ -141,7 +144,7 @@ def _refuse(project: Project, workspace: Path) -> str | None:
 
 
 class _Probe(BaseModel):
-    tests: list[TestResult] | None
+    tests: list[ReportedTest] | None
     exit_code: str
     output: str
     seconds: float | None
@@ -170,7 +173,7 @@ class _State:
 
     def __init__(self, baseline: set[str], base_errors: set[str]) -> None:
         self.baseline, self.base_errors = baseline, base_errors
-        self.kept: list[tuple[Candidate, list[TestResult], list[str]]] = []
+        self.kept: list[tuple[Candidate, list[ReportedTest], list[str]]] = []
         self.failing_sets: set[frozenset[str]] = set()
         self.dropped: Counter[str] = Counter()
 
@@ -198,14 +201,20 @@ class _State:
 
 def _baseline(config: SynthConfig, work: Path, workspace: Path, report: SynthReport) -> _State:
     probes = work / "probes-baseline"
+    limit = config.baseline_timeout_s
     for name in ("baseline-a", "baseline-b"):
-        write_probe(probes / name, workspace, None, timeout_s=600)
-    run = SandboxRun(backend=config.backend, concurrency=2, verifier_timeout_s=660, quiet=True)
+        write_probe(probes / name, workspace, None, timeout_s=limit)
+    run = SandboxRun(
+        backend=config.backend, concurrency=2, verifier_timeout_s=limit + 60, quiet=True
+    )
     results = _run_probes(probes, work / "jobs" / "baseline", run)
     runs = [results.get(name) for name in ("baseline-a", "baseline-b")]
     if any(r is None or r.tests is None for r in runs):
-        output = next((r.output for r in runs if r is not None and r.tests is None), "")
+        broken = next((r for r in runs if r is not None and r.tests is None), None)
+        output = broken.output if broken is not None else ""
         tail = "\n".join(output.strip().splitlines()[-15:]) or "(no output: see the job folder)"
+        if broken is not None and broken.exit_code in ("124", "137"):
+            tail = f"the suite did not finish within {limit} s (a hanging test?)\n{tail}"
         raise DataError(
             "synth",
             expected=f"{report.source}'s test suite to run in the sandbox (a per-test report)",

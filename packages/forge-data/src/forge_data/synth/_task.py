@@ -94,7 +94,8 @@ def pytest_command(timeout_s: int, files: list[str] | None = None) -> str:
     return (
         f"PYTHONDONTWRITEBYTECODE=1 FORGE_CTRF=/logs/verifier/ctrf.json PYTHONPATH=/tests/_forge "
         f"timeout -k 5 {timeout_s} {SANDBOX_WORKSPACE}/{VENV}/bin/python -m pytest "
-        f"-p {PLUGIN_MODULE} -p no:cacheprovider -o addopts= -q {paths}".rstrip()
+        f"-p {PLUGIN_MODULE} -p no:cacheprovider -o addopts= --continue-on-collection-errors "
+        f"-q {paths}".rstrip()
         + " > /logs/verifier/pytest-output.txt 2>&1; echo $? > /logs/verifier/pytest-exit.txt"
     )
 
