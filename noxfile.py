@@ -10,7 +10,7 @@ Sessions (`nox -l` lists them):
 - checks: tests, props, lint, mutants, bench;
 - runs on the embedded defaults: ppo_smoke (the main job), ppo_soak, ppo, p0_eval, learn;
 - engines, own software, not part of `tests`: harbor, parity, vllm_cpu, k8s, docker, verl,
-  verl_gpu, smollm2, smollm2_learn.
+  verl_gpu, smollm2, smollm2_learn, synth (the real-repository tier).
 Never run `uv lock` with find-links set: `env -u UV_FIND_LINKS -u PIP_FIND_LINKS uv lock`
 (`nox -s lint` fails when the lock is stale).
 """
@@ -18,7 +18,6 @@ Never run `uv lock` with find-links set: `env -u UV_FIND_LINKS -u PIP_FIND_LINKS
 from __future__ import annotations
 
 import contextlib
-import json
 import pathlib
 import shutil
 import sys
@@ -39,6 +38,8 @@ from nox_support import (  # noqa: E402
     find_links_args,
     install_torch_plan,
     install_workspace,
+    no_container_left,
+    no_pod_left,
     pytest_every_test_runs,
     side_venv,
     stamp,
@@ -385,12 +386,12 @@ def k8s(session: nox.Session) -> None:
             for agent in ("oracle", "nop"):  # exit 0 only when every reward is 1 / 0
                 session.run("forge-sandbox", agent, str(images), "--out", str(tmp / agent),
                             "--backend", "kubernetes", "--k8s-config", config)  # fmt: skip
-            _no_pod_left(session, config, "the oracle and NOP jobs")
+            no_pod_left(session, config, "the oracle and NOP jobs")
         with _k8s_api(session, tmp / "tasks", tmp / "api-smoke", env) as config:
             run_dir = f"runs/k8s/{stamp()}-ppo_smoke"
             train(session, "smoke-k8s-local", run_dir, "smoke",
                   env={"FORGE_KUBERNETES_CONFIG": config})  # fmt: skip
-            _no_pod_left(session, config, "the ppo_smoke")
+            no_pod_left(session, config, "the ppo_smoke")
     session.log(
         f"K8S_SESSION ok: pods as containers, oracle 12/12, nop 0/12 (image form), smoke verified "
         f"({run_dir}), no pod or container left"
@@ -409,7 +410,7 @@ def _k8s_api(session: nox.Session, tasks: pathlib.Path, out: pathlib.Path, env: 
     if api.returncode != 0:
         session.error(f"the in-process API server exited {api.returncode}: pods were left")
     pods = docker_daemon.owner_env(env, docker_daemon.K8S_POD_OWNER)
-    _no_container_left(session, pods, f"the API server over {tasks.name} stopped")
+    no_container_left(session, pods, f"the API server over {tasks.name} stopped")
 
 
 @nox.session(python="3.11")
@@ -428,29 +429,30 @@ def docker(session: nox.Session) -> None:
         for agent in ("oracle", "nop"):  # exit 0 only when every reward is 1 (oracle) / 0 (nop)
             session.run("forge-sandbox", agent, str(tmp / "tasks"), "--out", str(tmp / agent),
                         "--backend", "docker", env=env)  # fmt: skip
-        _no_container_left(session, env, "the oracle and NOP jobs")
+        no_container_left(session, env, "the oracle and NOP jobs")
         run_dir = f"runs/docker/{stamp()}-ppo_smoke"
         train(session, "smoke-docker-local", run_dir, "smoke", env=env)
-        _no_container_left(session, env, "the ppo_smoke")
+        no_container_left(session, env, "the ppo_smoke")
     session.log(
         f"DOCKER_SESSION ok: docker_tests, oracle 12/12, nop 0/12, smoke verified ({run_dir}), "
         "no container left"
     )
 
 
-def _no_container_left(session: nox.Session, env: dict[str, str], after: str) -> None:
-    """`forge-sandbox docker gc` lists by the session's owner label and removes what it finds."""
-    gc = session.run("forge-sandbox", "docker", "gc", env=env, silent=True)
-    if docker_daemon.gc_removed(str(gc)):
-        session.error(f"expected no container left after {after}; gc found {gc}")
-
-
-def _no_pod_left(session: nox.Session, config: str, after: str) -> None:
-    """`forge-sandbox k8s gc` lists by the session's owner label and deletes what it finds."""
-    out = session.run("forge-sandbox", "k8s", "gc", "--k8s-config", config, silent=True)
-    removed = json.loads(str(out).strip().splitlines()[-1])["removed"]
-    if removed["pods"] or removed["networkpolicies"]:
-        session.error(f"expected no pod or policy left after {after}; gc found {removed}")
+@nox.session(python="3.11")
+def synth(session: nox.Session) -> None:
+    """The real-repository tier (issue 34): `forge-data realrepo build` synthesizes tasks from
+    real PyPI projects (network: sdists, test dependencies), curates them with NOP / oracle in
+    the sandbox and freezes them into .cache/forge/realrepo (reused while unchanged); then the
+    frozen split is verified and every task is judged again: oracle 1, NOP 0."""
+    install_workspace(session)
+    session.run("forge-data", "realrepo", "build", env={"FORGE_CACHE": str(CACHE)})
+    split = CACHE / "realrepo" / "split"
+    session.run("forge-data", "verify", str(split))
+    tmp = pathlib.Path(session.create_tmp())
+    for agent in ("oracle", "nop"):
+        shutil.rmtree(tmp / agent, ignore_errors=True)
+        session.run("forge-sandbox", agent, str(split / "tasks"), "--out", str(tmp / agent))
 
 
 SMOLLM2_CACHE = str(CACHE)

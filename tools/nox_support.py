@@ -240,3 +240,18 @@ class DockerDaemon(Background):
     @property
     def client_env(self) -> dict[str, str]:
         return docker_daemon.ready_env(self.found) if self.found else {}
+
+
+def no_container_left(session: Any, env: dict[str, str], after: str) -> None:
+    """`forge-sandbox docker gc` lists by the session's owner label and removes what it finds."""
+    gc = session.run("forge-sandbox", "docker", "gc", env=env, silent=True)
+    if docker_daemon.gc_removed(str(gc)):
+        session.error(f"expected no container left after {after}; gc found {gc}")
+
+
+def no_pod_left(session: Any, config: str, after: str) -> None:
+    """`forge-sandbox k8s gc` lists by the session's owner label and deletes what it finds."""
+    out = session.run("forge-sandbox", "k8s", "gc", "--k8s-config", config, silent=True)
+    removed = json.loads(str(out).strip().splitlines()[-1])["removed"]
+    if removed["pods"] or removed["networkpolicies"]:
+        session.error(f"expected no pod or policy left after {after}; gc found {removed}")

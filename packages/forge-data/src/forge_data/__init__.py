@@ -102,6 +102,17 @@ from forge_data.plans import (
     trained_coverage,
     verify_task_set,
 )
+from forge_data.synth import (
+    REALREPO_TIER,
+    SynthConfig,
+    SynthReport,
+    TierSpec,
+    build_realrepo,
+    ensure_realrepo,
+    ensure_task_set,
+    realrepo_ready,
+    synth,
+)
 from forge_data.tasks import (
     SPLITS,
     Problem,
@@ -159,6 +170,15 @@ __all__ = [
     "CurateReport",
     "SandboxRun",
     "curate",
+    "REALREPO_TIER",
+    "SynthConfig",
+    "SynthReport",
+    "TierSpec",
+    "build_realrepo",
+    "ensure_realrepo",
+    "ensure_task_set",
+    "realrepo_ready",
+    "synth",
     "decide_nop_verdict",
     "harbor_task_dirs",
     "infra_attempts",

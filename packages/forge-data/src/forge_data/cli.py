@@ -27,7 +27,7 @@ from pathlib import Path
 
 from forge_data import _commands as commands
 from forge_data._errors import DataError
-from forge_data.synth import add_synth_parser
+from forge_data.synth import add_realrepo_parser, add_synth_parser
 from forge_gates import Gate, GateError, use_help_formatter
 
 _PRINTED_BY_GATE = {
@@ -195,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_candidates(sub)
     _add_import(sub)
     add_synth_parser(sub)
+    add_realrepo_parser(sub)
     _add_curate(sub)
 
     p = sub.add_parser("ingest", help="NOP + oracle Harbor jobs -> verdicts (append-only)")

@@ -26,6 +26,7 @@ Load a checked run spec (shipped configs are named without a path) and verify a 
 from forge_gates._checks import Check, GateError, Violation
 from forge_gates._help import HelpFormatter, named_paths, use_help_formatter
 from forge_gates.files import (
+    REALREPO,
     JsonLine,
     JsonLinesError,
     append_jsonl,
@@ -34,10 +35,13 @@ from forge_gates.files import (
     atomic_write_text,
     canonical_json,
     file_sha256,
+    forge_cache_dir,
     fsync_path,
     iter_jsonl,
     jsonl_line,
     read_jsonl,
+    realrepo_dir,
+    realrepo_split_dir,
     sha256_canonical,
     sha256_text,
     staging_dir,
@@ -133,6 +137,7 @@ from forge_gates.spec import (
 
 __all__ = [
     "ALLOC_CONF",
+    "REALREPO",
     "ALLOC_CONF_ENV",
     "CONFIG_SUMMARY",
     "LEDGER_NAME",
@@ -189,6 +194,7 @@ __all__ = [
     "file_sha256",
     "format_marker",
     "free_disk_gib",
+    "forge_cache_dir",
     "fsync_path",
     "gate",
     "gpu_count",
@@ -211,6 +217,8 @@ __all__ = [
     "read_task_config",
     "read_config_summary",
     "read_jsonl",
+    "realrepo_dir",
+    "realrepo_split_dir",
     "read_ledger",
     "record_gate",
     "resolve_config",

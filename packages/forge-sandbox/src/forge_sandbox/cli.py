@@ -11,7 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from forge_gates import GateError, sigterm_as_interrupt, use_help_formatter
+from forge_gates import (
+    REALREPO,
+    GateError,
+    realrepo_split_dir,
+    sigterm_as_interrupt,
+    use_help_formatter,
+)
 from forge_sandbox._backends import open_backend
 from forge_sandbox._errors import SandboxError, SandboxUnavailableError, TaskLayoutError
 from forge_sandbox._job import run_job
@@ -98,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, what in (("oracle", "solution/solve.sh"), ("nop", "nothing")):
         job = sub.add_parser(name, help=f"run the {name} agent ({what}) on every task")
-        job.add_argument("tasks", type=Path, help="folder of task folders (or one task)")
+        job.add_argument(
+            "tasks", type=Path, help="folder of task folders (or one task), or 'realrepo'"
+        )
         job.add_argument("--out", type=Path, required=True, help="new Harbor job directory")
         job.add_argument(
             "--resume",
@@ -188,7 +196,23 @@ async def _verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def tasks_folder(tasks: Path) -> Path:
+    """The tasks argument: a folder, or `realrepo` (the real-repository tier where forge-data
+    built it: `forge_gates.realrepo_split_dir()`)."""
+    if str(tasks) != REALREPO or tasks.exists():
+        return tasks
+    folder = realrepo_split_dir() / "tasks"
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"tasks 'realrepo': expected the real-repository tier's task folders in {folder}; "
+            "found none; fix: forge-data realrepo build (or nox -s synth), or set "
+            "FORGE_REALREPO / FORGE_CACHE to where it was built"
+        )
+    return folder
+
+
 def _job(args: argparse.Namespace) -> int:
+    args.tasks = tasks_folder(args.tasks)
     tasks = discover_tasks(args.tasks, keep_unreadable=True)  # a bad one fails its own trial
     for unreadable in (t for t in tasks if t.problem is not None):
         print(

@@ -9,17 +9,37 @@ forge-gates, and swesmith's procedural modifiers (the `synth` extra) when candid
 """
 
 from forge_data.synth._bugs import Candidate, is_test_path, source_files
-from forge_data.synth._command import add_synth_parser, cmd_synth, render_table
+from forge_data.synth._command import (
+    add_realrepo_parser,
+    add_synth_parser,
+    cmd_synth,
+    render_table,
+)
 from forge_data.synth._report_plugin import ReportedTest, read_ctrf
 from forge_data.synth._statement import problem_statement
 from forge_data.synth._synth import REPORT_NAME, SynthConfig, SynthReport, synth
+from forge_data.synth._tier import (
+    REALREPO_TIER,
+    TierSpec,
+    build_realrepo,
+    ensure_realrepo,
+    ensure_task_set,
+    realrepo_ready,
+)
 
 __all__ = [
+    "REALREPO_TIER",
     "REPORT_NAME",
+    "TierSpec",
+    "build_realrepo",
+    "ensure_realrepo",
+    "ensure_task_set",
+    "realrepo_ready",
     "Candidate",
     "SynthConfig",
     "SynthReport",
     "ReportedTest",
+    "add_realrepo_parser",
     "add_synth_parser",
     "cmd_synth",
     "is_test_path",

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from forge_data.synth._synth import REPORT_NAME, SynthConfig, SynthReport, default_python, synth
+from forge_data.synth._tier import REALREPO_TIER, build_realrepo, realrepo_ready
+from forge_gates import realrepo_dir
 
 
 def add_synth_parser(sub: argparse._SubParsersAction) -> None:
@@ -78,7 +81,54 @@ def cmd_synth(args: argparse.Namespace) -> int:
     if report.refused:
         print(
             f"forge-data synth: {report.refused} (report: {args.out / REPORT_NAME})",
-            file=__import__("sys").stderr,
+            file=sys.stderr,
         )
         return 1
+    return 0
+
+
+def add_realrepo_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("realrepo", help="the real-repository tier: build it, or say where it is")
+    p.add_argument("action", choices=("build", "path", "status"))
+    p.add_argument(
+        "--cache-dir", type=Path, default=None, help="default: $FORGE_CACHE or .cache/forge"
+    )
+    p.add_argument("--concurrency", type=int, default=2, help="sandboxes at once (build)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_realrepo)
+
+
+def cmd_realrepo(args: argparse.Namespace) -> int:
+    ready = realrepo_ready(REALREPO_TIER, args.cache_dir)
+    split = realrepo_dir(args.cache_dir) / "split"
+    if args.action == "build":
+        if not ready:
+            build_realrepo(
+                REALREPO_TIER, args.cache_dir, concurrency=args.concurrency, quiet=args.quiet
+            )
+        print(split)
+        return 0
+    if args.action == "path":
+        if not ready:
+            print(
+                f"forge-data realrepo: expected the tier built in {split.parent}; found it "
+                "missing or built from another tier spec; fix: forge-data realrepo build "
+                "(or nox -s synth)",
+                file=sys.stderr,
+            )
+            return 1
+        print(split)
+        return 0
+    tier = json.loads((split.parent / "tier.json").read_text()) if ready else {}
+    print(
+        json.dumps(
+            {
+                "ready": ready,
+                "split": str(split),
+                "fingerprint": REALREPO_TIER.fingerprint(),
+                "built": tier.get("verdicts"),
+            },
+            indent=1,
+        )
+    )
     return 0

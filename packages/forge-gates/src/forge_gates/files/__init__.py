@@ -35,8 +35,15 @@ from forge_gates.files._jsonl import (
     jsonl_line,
     read_jsonl,
 )
+from forge_gates.files._task_sets import (
+    REALREPO,
+    forge_cache_dir,
+    realrepo_dir,
+    realrepo_split_dir,
+)
 
 __all__ = [
+    "REALREPO",
     "JsonLine",
     "JsonLinesError",
     "append_jsonl",
@@ -45,10 +52,13 @@ __all__ = [
     "atomic_write_text",
     "canonical_json",
     "file_sha256",
+    "forge_cache_dir",
     "fsync_path",
     "iter_jsonl",
     "jsonl_line",
     "read_jsonl",
+    "realrepo_dir",
+    "realrepo_split_dir",
     "sha256_canonical",
     "sha256_text",
     "staging_dir",

@@ -211,10 +211,16 @@ def _split_name(spec: str, split: str) -> forge_data.SplitName:
 
 
 def resolve_tasks(spec: str, task_root: str | Path | None = None) -> list[HarborTask]:
-    """Tasks from `demo`, `demo:<split>`, `easy` (the bundled easy tier), a task folder, a
-    folder of tasks, or `<frozen split folder>:<split>` (task folders under `task_root`)."""
+    """Tasks from `demo`, `demo:<split>`, `easy` (the bundled easy tier), `realrepo`,
+    `realrepo:<split>` (the real-repository tier), a task folder, a folder of tasks, or
+    `<frozen split folder>:<split>` (task folders under `task_root`)."""
     if spec == "easy":
         return discover_tasks(forge_data.easy_tasks_root())
+    if spec == "realrepo" or spec.startswith("realrepo:"):  # built here on first use
+        split_folder = forge_data.ensure_realrepo()
+        if spec == "realrepo":
+            return discover_tasks(split_folder / "tasks")
+        return resolve_tasks(f"{split_folder}:{spec.split(':', 1)[1]}", split_folder / "tasks")
     if spec == "demo" or spec.startswith("demo:"):
         root = forge_data.demo_tasks_root()
         if spec == "demo":
@@ -245,16 +251,17 @@ def resolve_tasks(spec: str, task_root: str | Path | None = None) -> list[Harbor
         if tasks:
             return tasks
     raise FileNotFoundError(
-        f"--tasks {spec}: expected 'demo', 'demo:<split>', 'easy', a Harbor task folder, a "
-        "folder of tasks or '<split folder>:<split>'; found nothing there; fix: check the path"
+        f"--tasks {spec}: expected 'demo', 'demo:<split>', 'easy', 'realrepo[:<split>]', a "
+        "Harbor task folder, a folder of tasks or '<split folder>:<split>'; found nothing "
+        "there; fix: check the path"
     )
 
 
 def resolve_split(tasks_ref: str, split: str) -> list[HarborTask]:
     """A run spec's `data.tasks` + a split name -> task folders: the bundled demo split, or a
     frozen split folder whose Harbor task folders sit in `<folder>/tasks/`."""
-    if tasks_ref == "demo":
-        return resolve_tasks(f"demo:{split}")
+    if tasks_ref in ("demo", "realrepo"):
+        return resolve_tasks(f"{tasks_ref}:{split}")
     root = Path(tasks_ref)
     return resolve_tasks(f"{root}:{split}", task_root=root / "tasks")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from forge_data import verify_task_set
+from forge_data import ensure_task_set, verify_task_set
 from forge_eval import Job, Report, read_job, score_job
 from forge_gates import Check, Gate, RunSpec, Violation, atomic_write_text, gate, read_ledger
 from forge_rollout import AgentConfig, resolve_split, resolve_tasks
@@ -81,7 +81,7 @@ def resolve_panels(spec: RunSpec) -> tuple[dict[str, list[HarborTask]], list[Vio
                 tasks = resolve_tasks(ref)
             else:
                 if ref != spec.data.tasks:  # data.tasks is verified once, by the caller
-                    problems += verify_task_set(ref).violations
+                    problems += verify_task_set(ensure_task_set(ref)).violations
                 tasks = resolve_split(ref, panel.split)
         except (OSError, ValueError, KeyError) as error:
             where = f"split {panel.split!r} of {ref}" if panel.split else f"task folder {ref}"

@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from forge_data import TaskSetCheck, verify_task_set
+from forge_data import TaskSetCheck, ensure_task_set, verify_task_set
 from forge_eval import Report, compare_jobs, read_job, render_comparison, render_html
 from forge_gates import (
     Gate,
@@ -108,7 +108,9 @@ def run_p0(
         {"phase": "p0"},
     )
     adapters = resolve_candidates(spec, checkpoints, only)
-    split = verify_task_set(spec.data.tasks)  # tamper check: a changed task file stops here
+    split = verify_task_set(
+        ensure_task_set(spec.data.tasks)
+    )  # tamper check: a changed task file stops here
     gate(None, Gate.DATA_SPLIT_VERIFIED, split.violations, split.fields())
     panels, problems = resolve_panels(spec)
     config = agent_config_from_spec(spec, "eval")

@@ -119,7 +119,7 @@ def train(
     spec = resolve_warm_start(spec, model_dir, cache_dir)  # "demo-policy": the cached SFT start
     check_parent(spec, model_dir)  # a warm start's checkpoint, refused here and not 14 s in
     # the frozen split as frozen (tamper check): a changed task file stops here, named
-    split = forge_data.verify_task_set(spec.data.tasks)
+    split = forge_data.verify_task_set(forge_data.ensure_task_set(spec.data.tasks))
     gate(None, Gate.DATA_SPLIT_VERIFIED, split.violations, split.fields())
     # 2. the run folder: resolved spec + hash, the spec gate, the verified split
     run_dir = new_run_dir(spec, run_dir, runs_root)
