@@ -43,9 +43,11 @@ DROP_REASONS = ("no_failure", "breaks_collection", "breaks_suite", "timeout", "s
 
 
 def default_python() -> str:
-    """The Python the local sandbox finds first on its PATH (/usr/local/bin, then /usr/bin)."""
+    """The Python the local sandbox finds first on its PATH (/usr/local/bin, then /usr/bin)
+    whose real file sits under /usr (the sandbox binds only /usr: a link into a home folder, a
+    pyenv shim, would not run there)."""
     for candidate in ("/usr/local/bin/python3", "/usr/bin/python3"):
-        if Path(candidate).is_file():
+        if Path(candidate).is_file() and Path(candidate).resolve().is_relative_to("/usr"):
             return candidate
     return "/usr/bin/python3"
 

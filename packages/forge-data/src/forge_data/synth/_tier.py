@@ -44,10 +44,12 @@ class TierSpec(BaseModel):
 
 
 REALREPO_TIER = TierSpec(
+    # pure-Python releases whose sdists carry their tests and whose suites run offline in
+    # seconds; tried and left out: boltons 24.1.0 (its conftest's pytest_ignore_collect(path)
+    # hook is refused by pytest 9, so its suite cannot start)
     projects=(
         "inflection==0.5.1",
         "toolz==1.0.0",
-        "boltons==24.1.0",
         "more-itertools==10.5.0",
         "six==1.16.0",
         "cachetools==5.5.0",
@@ -58,7 +60,7 @@ REALREPO_TIER = TierSpec(
     ),
     seed=7,
     tasks_per_project=10,
-    targets=SplitTargets(train=40, validation=10, test=10),
+    targets=SplitTargets(train=40, validation=12, test=12),
     per_repo_cap=10,
     min_repositories=6,
 )
