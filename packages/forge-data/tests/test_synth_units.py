@@ -36,9 +36,12 @@ PROJECT = Path(__file__).parent / "fixtures" / "synth_project"
         ("conftest.py", True),
         ("tests/data/input.txt", True),
         ("pkg/testing/helpers.py", True),
+        ("pkg/testing.py", True),
+        ("pkg/test_utils/io.py", True),
         ("src/pkg/core.py", False),
         ("src/pkg/contest.py", False),
         ("attest.py", False),
+        ("pytest_plugin/core.py", False),
     ],
 )
 def test_is_test_path(path: str, test: bool) -> None:

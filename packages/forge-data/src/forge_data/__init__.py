@@ -111,8 +111,8 @@ from forge_data.synth import (
     ensure_realrepo,
     ensure_task_set,
     realrepo_ready,
-    synth,
 )
+from forge_data.synth import synth as synthesize  # `forge_data.synth` stays the subpackage
 from forge_data.tasks import (
     SPLITS,
     Problem,
@@ -178,7 +178,7 @@ __all__ = [
     "ensure_realrepo",
     "ensure_task_set",
     "realrepo_ready",
-    "synth",
+    "synthesize",
     "decide_nop_verdict",
     "harbor_task_dirs",
     "infra_attempts",

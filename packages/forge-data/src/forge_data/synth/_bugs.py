@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import random
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -54,15 +55,11 @@ _NOT_SOURCE_FILES = {
 
 
 def is_test_path(relative: str) -> bool:
-    """A test file or test support file: test_*.py, *_test.py, conftest.py, or any file under
-    a test/tests/testing folder (never modified, never a bug site)."""
-    path = PurePosixPath(relative)
-    return (
-        path.name.startswith("test_")
-        or path.name.endswith("_test.py")
-        or path.name == "conftest.py"
-        or any(part in ("test", "tests", "testing") for part in path.parts[:-1])
-    )
+    """A test file or test support file, never modified, never a bug site: any file whose path
+    has a word (split at `/ _ . -`) starting with `test` (tests/, testing.py, test_x.py,
+    x_test.py, testutils/...) or equal to `conftest`; data files under such folders too."""
+    words = re.split(r"[/_.\-]", relative.lower())
+    return any(word.startswith("test") or word == "conftest" for word in words)
 
 
 def source_files(root: Path) -> list[str]:

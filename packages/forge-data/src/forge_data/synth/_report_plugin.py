@@ -25,6 +25,7 @@ Written to $FORGE_CTRF (default /logs/verifier/ctrf.json) when the session ends,
 
 import json
 import os
+import re
 import time
 
 _TESTS = {}
@@ -33,12 +34,8 @@ _TRACE_LINES = 12
 
 
 def _test_file(path):
-    name = os.path.basename(str(path))
-    parts = str(path).replace("\\\\", "/").split("/")
-    return (
-        name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
-        or any(part in ("test", "tests", "testing") for part in parts[:-1])
-    )
+    words = re.split(r"[/_.\\-]", str(path).replace("\\\\", "/").lower())
+    return any(word.startswith("test") or word == "conftest" for word in words)
 
 
 def _failure(report):
