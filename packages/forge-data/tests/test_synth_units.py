@@ -296,3 +296,20 @@ def test_a_modifier_writing_a_syntax_error_or_raising_is_counted_never_fatal(mon
     assert list(candidates(PROJECT, 1, 30, counts)) == []
     assert counts["broken_syntax"]["syntax_error"] + counts["raising"]["modifier_error"] == 30
     assert counts["broken_syntax"]["syntax_error"] > 0 and counts["raising"]["modifier_error"] > 0
+
+
+def test_a_git_repository_gives_its_files_without_ignored_ones_or_history(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(PROJECT, repo)
+    (repo / ".gitignore").write_text("*.log\n")
+    (repo / "debug.log").write_text("noise\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    project = fetch_project(str(repo), tmp_path / "work", tmp_path / "cache")
+    files = sorted(p.relative_to(project.root).as_posix() for p in project.root.rglob("*"))
+    assert "src/minicalc/numbers.py" in files and "tests/test_numbers.py" in files
+    assert "debug.log" not in files and not any(f.startswith(".git/") for f in files)
+    assert (project.name, project.version, project.repository) == (
+        "minicalc",
+        "1.2.0",
+        "local/minicalc",
+    )
