@@ -20,7 +20,7 @@ import pytest
 from forge_data.cli import main
 from forge_data.synth import REPORT_NAME, SynthConfig, synth
 from forge_data.tasks._harbor_tasks import harbor_task_dirs
-from forge_gates import read_task_config, tree_sha256
+from forge_gates import read_task_config, tree_files, tree_sha256
 
 pytest.importorskip("swesmith", reason="install forge-data[synth]")
 PROJECT = Path(__file__).parent / "fixtures" / "synth_project"
@@ -101,6 +101,11 @@ def test_the_same_seed_gives_the_same_tasks(made: tuple[Path, dict], tmp_path: P
                               quiet=True, validate_tasks=False))  # fmt: skip
     assert [t["name"] for t in again.tasks] == [t["name"] for t in report["tasks"]]
     for task in report["tasks"]:
+        first, second = (
+            tree_files(out / task["name"]),
+            tree_files(tmp_path / "again" / task["name"]),
+        )
+        assert [p for p in sorted(set(first) | set(second)) if first.get(p) != second.get(p)] == []
         assert tree_sha256(tmp_path / "again" / task["name"]) == tree_sha256(out / task["name"])
 
 

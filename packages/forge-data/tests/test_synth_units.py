@@ -162,6 +162,7 @@ def test_the_ctrf_plugin_reports_each_outcome(tmp_path: Path) -> None:
         "def test_setup_error(broken): pass\n"
     )
     (tmp_path / "test_broken.py").write_text("import not_a_module_anywhere\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # the rootdir, whatever lies above
     report = tmp_path / "out" / "ctrf.json"
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "forge_report", "-p", "no:cacheprovider", "-q",
@@ -313,3 +314,35 @@ def test_a_git_repository_gives_its_files_without_ignored_ones_or_history(tmp_pa
         "1.2.0",
         "local/minicalc",
     )
+
+
+def test_the_venv_is_relocated_to_workspace_whatever_the_script_header(tmp_path: Path) -> None:
+    """uv writes `#!<venv>/bin/python`, or past the kernel's shebang limit a /bin/sh
+    trampoline naming the synth-time path: both become /workspace/.venv's python, RECORD
+    follows, and the activate scripts (synth-time paths) go."""
+    from forge_data.synth._env import _relocate
+
+    venv = tmp_path / ".venv"
+    site = venv / "lib" / "python3.11" / "site-packages"
+    (site / "tool-1.0.dist-info").mkdir(parents=True)
+    (venv / "bin").mkdir()
+    long = "/x" * 80 + "/.venv/bin/python"
+    (venv / "bin" / "short").write_text(f"#!{tmp_path}/.venv/bin/python\nimport tool\n")
+    (venv / "bin" / "long").write_text(
+        f"#!/bin/sh\n'''exec' '{long}' \"$0\" \"$@\"\n' '''\nimport tool\n"
+    )
+    (venv / "bin" / "activate").write_text(f"VIRTUAL_ENV={tmp_path}\n")
+    (venv / "pyvenv.cfg").write_text(
+        f"home = /usr/bin\ncommand = /usr/bin/python3 -m venv {venv}\n"
+    )
+    (site / "tool-1.0.dist-info" / "RECORD").write_text(
+        "../../../bin/short,sha256=old,1\n../../../bin/long,sha256=old,1\ntool.py,sha256=k,3\n"
+    )
+    _relocate(venv)
+    for name in ("short", "long"):
+        assert (venv / "bin" / name).read_text() == "#!/workspace/.venv/bin/python\nimport tool\n"
+    assert not (venv / "bin" / "activate").exists()
+    assert "command" not in (venv / "pyvenv.cfg").read_text()
+    record = (site / "tool-1.0.dist-info" / "RECORD").read_text().splitlines()
+    assert record[0].startswith("../../../bin/short,sha256=") and "old" not in record[0]
+    assert record[0].endswith(",42") and record[2] == "tool.py,sha256=k,3"  # 42 bytes now

@@ -23,7 +23,12 @@ def add_synth_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-candidates", type=int, default=None, help="candidates evaluated at most")
     p.add_argument("--python", default=default_python(), help="the sandbox's Python (the venv's)")
     p.add_argument("--cache-dir", type=Path, default=Path(".cache/forge"), help="sdist cache")
-    p.add_argument("--backend", choices=("local", "docker", "kubernetes"), default="local")
+    p.add_argument(
+        "--backend",
+        choices=("local", "docker", "kubernetes"),
+        default="local",
+        help="the sandbox of every test run",
+    )
     p.add_argument("--concurrency", type=int, default=2, help="sandboxes at once")
     p.add_argument("--baseline-timeout", type=int, default=600, help="the suite's limit, s")
     p.add_argument("--no-validate", action="store_true", help="skip the NOP / oracle check")
@@ -89,7 +94,11 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 def add_realrepo_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("realrepo", help="the real-repository tier: build it, or say where it is")
-    p.add_argument("action", choices=("build", "path", "status"))
+    p.add_argument(
+        "action",
+        choices=("build", "path", "status"),
+        help="build it (if missing or stale), print its split folder, or show its state",
+    )
     p.add_argument(
         "--cache-dir", type=Path, default=None, help="default: $FORGE_CACHE or .cache/forge"
     )

@@ -42,6 +42,7 @@ REQUIREMENT_FILES = (
     "tests/requirements.txt",
 )
 INSTALL_TIMEOUT_S = 900
+TRAMPOLINE = b"'''exec' "  # uv's and pip's long-path script header, line 2
 
 
 def _installer() -> list[str]:
@@ -165,15 +166,18 @@ def _relocate(venv: Path) -> None:
             continue
         if script.is_symlink() or not script.is_file():
             continue
-        data = script.read_bytes()
-        if data.startswith(b"#!") and b"python" in data.split(b"\n", 1)[0]:
-            rest = data.split(b"\n", 1)[1] if b"\n" in data else b""
-            script.write_bytes(f"#!{SANDBOX_WORKSPACE}/{VENV}/bin/python\n".encode() + rest)
+        lines = script.read_bytes().split(b"\n")
+        shebang = f"#!{SANDBOX_WORKSPACE}/{VENV}/bin/python".encode()
+        if lines[0] == b"#!/bin/sh" and lines[1:2] and lines[1].startswith(TRAMPOLINE):
+            # a path past the kernel's shebang limit: the installers' /bin/sh trampoline
+            script.write_bytes(b"\n".join([shebang, *lines[3:]]))
+        elif lines[0].startswith(b"#!") and b"python" in lines[0]:
+            script.write_bytes(b"\n".join([shebang, *lines[1:]]))
     for record in sorted(_site_packages(venv).glob("*.dist-info/RECORD")):
         _rehash_scripts(record)
     config = venv / "pyvenv.cfg"
-    lines = [line for line in config.read_text().splitlines() if not line.startswith("command")]
-    config.write_text("\n".join(lines) + "\n")
+    kept = [line for line in config.read_text().splitlines() if not line.startswith("command")]
+    config.write_text("\n".join(kept) + "\n")
     for cache in sorted(venv.rglob("__pycache__"), reverse=True):
         shutil.rmtree(cache, ignore_errors=True)
     for name in (".lock", "CACHEDIR.TAG", ".gitignore"):

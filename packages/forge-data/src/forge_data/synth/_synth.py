@@ -77,7 +77,47 @@ class SynthConfig(BaseModel):
 
 
 class ModifierCounts(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """What happened to one swesmith modifier's rewrites."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    candidates: int = Field(default=0, description="Rewrites that became candidates.")
+    no_change: int = Field(default=0, description="Pairs it left unchanged.")
+    syntax_error: int = Field(default=0, description="Rewrites that did not compile.")
+    duplicate: int = Field(default=0, description="Rewrites repeating an earlier file text.")
+    modifier_error: int = Field(default=0, description="Pairs where the modifier raised.")
+    evaluated: int = Field(default=0, description="Candidates whose suite ran.")
+    kept: int = Field(default=0, description="Candidates kept as tasks.")
+    dropped: dict[str, int] = Field(default_factory=dict, description="Evaluated, dropped why.")
+
+
+class SynthReport(BaseModel):
+    """What a synthesis run did (written as `synth-report.json`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str = Field(description="NAME==VERSION or the project folder asked for.")
+    project: str = Field(default="", description="The distribution name found.")
+    version: str = Field(default="", description="The release (or the local tree's version).")
+    repository: str = Field(default="", description="`pypi/<name>` or `local/<name>`.")
+    seed: int = Field(description="The seed of the candidates' order and the modifiers.")
+    max_tasks: int = Field(description="The most tasks asked for.")
+    refused: str | None = Field(default=None, description="Why the project gave no task.")
+    baseline: dict[str, Any] = Field(default_factory=dict, description="The suite at baseline.")
+    modifiers: dict[str, ModifierCounts] = Field(
+        default_factory=dict, description="Per swesmith modifier, what its rewrites became."
+    )
+    dropped: dict[str, int] = Field(default_factory=dict, description="Candidates, by reason.")
+    validation_failed: dict[str, str] = Field(
+        default_factory=dict, description="Tasks dropped by NOP / oracle, with the reason."
+    )
+    tasks: list[dict[str, Any]] = Field(default_factory=list, description="The tasks kept.")
+    pins: list[str] = Field(default_factory=list, description="The venv's installed versions.")
+    seconds: dict[str, float] = Field(default_factory=dict, description="Wall time per stage.")
+
+
+class _Counts(BaseModel):
+    """A modifier's counts while the run goes (ModifierCounts, mutable)."""
 
     candidates: int = 0
     no_change: int = 0
@@ -89,10 +129,8 @@ class ModifierCounts(BaseModel):
     dropped: dict[str, int] = Field(default_factory=dict)
 
 
-class SynthReport(BaseModel):
-    """What a synthesis run did (written as `synth-report.json`)."""
-
-    model_config = ConfigDict(extra="forbid")
+class _Draft(BaseModel):
+    """The report while the run goes (SynthReport, mutable)."""
 
     source: str
     project: str = ""
@@ -100,10 +138,10 @@ class SynthReport(BaseModel):
     repository: str = ""
     seed: int
     max_tasks: int
-    refused: str | None = Field(default=None, description="Why the project gave no task.")
+    refused: str | None = None
     baseline: dict[str, Any] = Field(default_factory=dict)
-    modifiers: dict[str, ModifierCounts] = Field(default_factory=dict)
-    dropped: dict[str, int] = Field(default_factory=dict, description="Candidates, by reason.")
+    modifiers: dict[str, _Counts] = Field(default_factory=dict)
+    dropped: dict[str, int] = Field(default_factory=dict)
     validation_failed: dict[str, str] = Field(default_factory=dict)
     tasks: list[dict[str, Any]] = Field(default_factory=list)
     pins: list[str] = Field(default_factory=list)
@@ -201,7 +239,7 @@ class _State:
         return "kept"
 
 
-def _baseline(config: SynthConfig, work: Path, workspace: Path, report: SynthReport) -> _State:
+def _baseline(config: SynthConfig, work: Path, workspace: Path, report: _Draft) -> _State:
     probes = work / "probes-baseline"
     limit = config.baseline_timeout_s
     for name in ("baseline-a", "baseline-b"):
@@ -245,7 +283,7 @@ def _baseline(config: SynthConfig, work: Path, workspace: Path, report: SynthRep
     return _State(stable, set(collection_errors(first)))
 
 
-def _evaluate(config: SynthConfig, work: Path, workspace: Path, report: SynthReport) -> _State:
+def _evaluate(config: SynthConfig, work: Path, workspace: Path, report: _Draft) -> _State:
     state = _baseline(config, work, workspace, report)
     _say(
         config,
@@ -282,7 +320,7 @@ def _evaluate(config: SynthConfig, work: Path, workspace: Path, report: SynthRep
                 break
             evaluated += 1
             verdict = state.decide(candidate, results.get(f"cand-{candidate.index:05d}"))
-            tally = report.modifiers.setdefault(candidate.modifier, ModifierCounts())
+            tally = report.modifiers.setdefault(candidate.modifier, _Counts())
             tally.evaluated += 1
             if verdict == "kept":
                 tally.kept += 1
@@ -293,7 +331,7 @@ def _evaluate(config: SynthConfig, work: Path, workspace: Path, report: SynthRep
             config, f"candidates: {evaluated} evaluated, {len(state.kept)}/{config.max_tasks} kept"
         )
     for name, made in counts.items():
-        entry = report.modifiers.setdefault(name, ModifierCounts())
+        entry = report.modifiers.setdefault(name, _Counts())
         entry.candidates = made["candidate"]
         entry.no_change, entry.syntax_error = made["no_change"], made["syntax_error"]
         entry.duplicate, entry.modifier_error = made["duplicate"], made["modifier_error"]
@@ -302,7 +340,7 @@ def _evaluate(config: SynthConfig, work: Path, workspace: Path, report: SynthRep
     return state
 
 
-def _validate(config: SynthConfig, work: Path, final: Path, report: SynthReport) -> set[str]:
+def _validate(config: SynthConfig, work: Path, final: Path, report: _Draft) -> set[str]:
     """The task names whose NOP scored 0 and oracle 1 in the sandbox (with evidence)."""
     run = SandboxRun(
         backend=config.backend, concurrency=config.concurrency, verifier_timeout_s=600, quiet=True
@@ -333,7 +371,7 @@ def _validate(config: SynthConfig, work: Path, final: Path, report: SynthReport)
 def synth(config: SynthConfig) -> SynthReport:
     """Run one synthesis; the report is also written to `<out>/synth-report.json`."""
     started = time.monotonic()
-    report = SynthReport(source=config.source, seed=config.seed, max_tasks=config.max_tasks)
+    report = _Draft(source=config.source, seed=config.seed, max_tasks=config.max_tasks)
     out = config.out
     work = out / ".synth-work"
     shutil.rmtree(work, ignore_errors=True)
@@ -355,11 +393,11 @@ def synth(config: SynthConfig) -> SynthReport:
         atomic_write_json(out / REPORT_NAME, report.model_dump(mode="json"))
     if report.refused is None:
         shutil.rmtree(work, ignore_errors=True)
-    return report
+    return SynthReport.model_validate(report.model_dump())
 
 
 def _synthesize(
-    config: SynthConfig, project: Project, work: Path, workspace: Path, report: SynthReport
+    config: SynthConfig, project: Project, work: Path, workspace: Path, report: _Draft
 ) -> None:
     tick = time.monotonic()
     shutil.copytree(project.root, workspace, symlinks=True)
