@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from forge_sandbox import CgroupLimits, LocalSandbox, SandboxSpec, detect_cgroups
+from forge_sandbox.local._hostside import state_root
 
 LIMITS = CgroupLimits(memory_bytes=64 * 1024 * 1024, pids_max=16, cpu_quota_us=50_000)
 
@@ -26,8 +27,9 @@ def _dead_pid() -> int:
 
 @pytest.mark.usefixtures("isolation")
 def test_next_start_sweeps_a_dead_owners_folder_and_cgroup() -> None:
-    # a state root the sandbox's host uid can traverse (pytest's tmp_path is root-only)
-    tmp_path = Path(tempfile.mkdtemp(prefix="forge-leftovers-"))
+    # a state root the sandbox's host uid can traverse (pytest's tmp_path is root-only, and
+    # TMPDIR may sit in a 0700 home: the fallback the sandbox itself would use)
+    tmp_path = Path(tempfile.mkdtemp(prefix="forge-leftovers-", dir=state_root(None, 100_000)))
     tmp_path.chmod(0o755)
     try:
         _sweep_case(tmp_path)

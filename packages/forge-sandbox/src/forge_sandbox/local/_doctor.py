@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import os
 import platform
+import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,7 +18,8 @@ from forge_sandbox._spec import SandboxSpec
 from forge_sandbox.local._bwrap import find_tools
 from forge_sandbox.local._cgroup_detect import detect_cgroups
 from forge_sandbox.local._cgroups import V1Driver
-from forge_sandbox.local._sandbox import LocalSandbox
+from forge_sandbox.local._hostside import state_root, unreachable_folder
+from forge_sandbox.local._sandbox import DEFAULT_HOST_UID, LocalSandbox
 
 
 def _tools_probes(bwrap: str | None) -> list[Probe]:
@@ -110,6 +113,41 @@ async def _live_probe() -> Probe:
     return Probe(name="live-sandbox", ok=result.exit_code == 0, required=True, found=found)
 
 
+def _reach_probe() -> Probe:
+    """What the sandbox's host uid can reach: the temp folder its state goes to (bwrap binds
+    the workspace copy from there), and the fallback when TMPDIR sits in a closed folder."""
+    if os.geteuid() != 0:
+        return Probe(
+            name="state-folder",
+            ok=True,
+            required=True,
+            found=f"{tempfile.gettempdir()} (sandboxes run as your own uid)",
+        )
+    uid = DEFAULT_HOST_UID
+    temp = Path(tempfile.gettempdir())
+    try:
+        root = state_root(None, uid)
+    except SandboxError as exc:
+        return Probe(
+            name="state-folder",
+            ok=False,
+            required=True,
+            found=str(exc),
+            fix="set TMPDIR to a folder under /tmp",
+        )
+    blocked = unreachable_folder(temp, uid)
+    found = f"{root}, reachable by uid {uid}"
+    if blocked is not None:
+        found += (
+            f" (TMPDIR {temp} is not: {blocked} is {stat.filemode(os.stat(blocked).st_mode)};"
+            " state folders go to the fallback)"
+        )
+    cwd_blocked = unreachable_folder(Path.cwd(), uid)
+    if cwd_blocked is not None:
+        found += f"; this folder is closed to uid {uid} at {cwd_blocked} (fine: nothing binds it)"
+    return Probe(name="state-folder", ok=True, required=True, found=found)
+
+
 def run_doctor(bwrap: str | None = None, live: bool = True) -> list[Probe]:
     """Every probe, in order; the live one starts and stops a real sandbox."""
     probes = [
@@ -124,6 +162,7 @@ def run_doctor(bwrap: str | None = None, live: bool = True) -> list[Probe]:
         _cgroup_probe(),
         _userns_probe(),
         _python_probe(),
+        _reach_probe(),
     ]
     if live and all(p.ok for p in probes if p.required):
         probes.append(asyncio.run(_live_probe()))

@@ -37,6 +37,51 @@ def sweep_stale_folders(root: str | os.PathLike[str] | None = None) -> list[str]
     return removed
 
 
+def unreachable_folder(path: Path, uid: int, gid: int | None = None) -> Path | None:
+    """The first folder on `path` (itself included) that `uid` cannot search (no x bit for
+    it: a 0700 home owned by someone else), or None when it can reach `path`."""
+    target = Path(os.path.abspath(path))
+    for folder in [*reversed(target.parents), target]:
+        try:
+            info = os.stat(folder)
+        except OSError:
+            return folder
+        if info.st_uid == uid:
+            allowed = info.st_mode & stat.S_IXUSR
+        elif gid is not None and info.st_gid == gid:
+            allowed = info.st_mode & stat.S_IXGRP
+        else:
+            allowed = info.st_mode & stat.S_IXOTH
+        if not allowed:
+            return folder
+    return None
+
+
+FALLBACK_STATE_ROOTS = ("/tmp", "/var/tmp")
+
+
+def state_root(root: str | os.PathLike[str] | None, host_uid: int | None) -> Path:
+    """Where sandbox state folders go: `root` (default: the temp folder), unless the sandbox's
+    host uid cannot reach it (a clone in a 0700 home puts nox's TMPDIR there): then /tmp (or
+    /var/tmp). An explicit `root` it cannot reach is refused, naming the folder in the way."""
+    base = Path(root) if root is not None else Path(tempfile.gettempdir())
+    if host_uid is None:
+        return base
+    blocked = unreachable_folder(base, host_uid)
+    if blocked is None:
+        return base
+    if root is None:
+        for fallback in FALLBACK_STATE_ROOTS:
+            if unreachable_folder(Path(fallback), host_uid) is None:
+                return Path(fallback)
+    raise SandboxError(
+        f"sandbox state folder: expected a folder the sandbox's host uid {host_uid} can reach; "
+        f"found {base}, where {blocked} is closed to it (mode "
+        f"{stat.filemode(os.stat(blocked).st_mode) if blocked.exists() else 'missing'}); fix: "
+        "set TMPDIR (or state_root) to a folder under /tmp, or give the folder in the way o+x"
+    )
+
+
 def prepare_workspace(source: Path | None, workspace: Path, host_uid: int | None) -> None:
     """Copy `source` (regular files, folders, links) into `workspace`, owned by host_uid."""
     if source is None:

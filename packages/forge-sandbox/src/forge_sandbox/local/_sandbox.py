@@ -38,6 +38,7 @@ from forge_sandbox.local._hostside import (
     STATE_PREFIX,
     log_tail,
     prepare_workspace,
+    state_root,
     sweep_stale_folders,
 )
 
@@ -48,6 +49,21 @@ USERNS_HINT = (
     "fix: allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0; Ubuntu >= "
     "23.10: sysctl kernel.apparmor_restrict_unprivileged_userns=0) and check `forge-sandbox doctor`"
 )
+
+
+def start_fix(said: str, host_uid: int | None) -> str:
+    """The fix for what bubblewrap said, not a guess: a bind source the sandbox uid cannot
+    reach is a folder's mode (a 0700 home), not user namespaces."""
+    who = f"the sandbox's host uid {host_uid}" if host_uid is not None else "your uid"
+    if "Can't find source path" in said or "Permission denied" in said:
+        return (
+            f"fix: {who} cannot reach a folder bwrap binds (a parent folder's mode, e.g. a "
+            "0700 home holding the clone or TMPDIR): set TMPDIR under /tmp, or give the "
+            "folder in the way o+x; `forge-sandbox doctor` names it"
+        )
+    if "No space left" in said:
+        return "fix: free disk space in the temp folder (or set TMPDIR elsewhere)"
+    return USERNS_HINT
 
 
 class LocalSandbox:
@@ -142,12 +158,11 @@ class LocalSandbox:
         tools = self._tools = _bwrap.find_tools(self._bwrap_name)
         driver = detect_cgroups(self._mountinfo, self._cgroup_parent)
         await asyncio.to_thread(sweep_stale, driver)
-        await asyncio.to_thread(sweep_stale_folders, self._state_root)
+        root = state_root(self._state_root, self._host_uid)  # one the sandbox uid can reach
+        await asyncio.to_thread(sweep_stale_folders, root)
         # 2. a private state folder (named after its owner pid, so a kill -9'd owner's folder
         #    is swept by the next start) and workspace copy, owned by the sandbox's host uid
-        self._dir = Path(
-            tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-", dir=self._state_root)
-        )
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{STATE_PREFIX}{os.getpid()}-", dir=root))
         workspace = self._dir / "workspace"
         await asyncio.to_thread(prepare_workspace, spec.workspace, workspace, self._host_uid)
         if self._host_uid is not None:
@@ -218,9 +233,10 @@ class LocalSandbox:
         line = await self._init.stdout.readline()
         if not data or line.decode(errors="replace").strip() != _bwrap.READY:
             await self._init.wait()
+            said = log_tail(log_path)
             raise SandboxStartError(
                 f"sandbox start: expected bwrap to start; found exit code "
-                f"{self._init.returncode}, bwrap said: {log_tail(log_path)!r}; {USERNS_HINT}"
+                f"{self._init.returncode}, bwrap said: {said!r}; {start_fix(said, self._host_uid)}"
                 + (
                     f"; or the workspace is larger than storage_mb={self.spec.storage_mb}"
                     if self.spec.storage_mb is not None
