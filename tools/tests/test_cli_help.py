@@ -1,4 +1,5 @@
-"""Every option of every Forge CLI explains itself in --help, and shows its default."""
+"""Every option of every Forge CLI explains itself in --help, and shows its default (a required
+option has none to show)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def _parsers(parser: argparse.ArgumentParser, name: str) -> Iterator[tuple[str, 
 @pytest.mark.parametrize("module", CLIS)
 def test_every_option_has_help_and_its_default(module: str) -> None:
     root = importlib.import_module(module).build_parser()
-    missing, no_default = [], []
+    missing, no_default, required_default = [], [], []
     for name, parser in _parsers(root, root.prog):
         assert issubclass(parser.formatter_class, HelpFormatter), name
         parser.format_help()  # every help string formats (no stray % signs)
@@ -37,12 +38,25 @@ def test_every_option_has_help_and_its_default(module: str) -> None:
             label = f"{name} {'/'.join(action.option_strings) or action.dest}"
             if not (action.help or "").strip():
                 missing.append(label)
-            shown = action.default not in (None, False, [], argparse.SUPPRESS)
+            off = action.default in (None, False, [], argparse.SUPPRESS)
+            shown = not (action.required or off)  # a required option's default is never used
             help_text = formatter._get_help_string(action) or ""  # what --help prints
             if action.option_strings and shown and "default" not in help_text.lower():
                 no_default.append(label)
+            if action.required and "(default:" in help_text:
+                required_default.append(label)
     assert missing == [], f"options without help: {missing}"
     assert no_default == [], f"options whose default --help does not show: {no_default}"
+    assert required_default == [], f"required options --help gives a default: {required_default}"
+
+
+def test_freeze_help_gives_no_default_to_its_required_counts() -> None:
+    from forge_data.cli import build_parser
+
+    freeze = dict(_parsers(build_parser(), "forge-data"))["forge-data freeze"]
+    text = " ".join(freeze.format_help().split())
+    assert "target number of train tasks (default" not in text, text
+    assert "most tasks per repository (default: 20)" in text, text
 
 
 def test_forge_ppo_help_names_every_command() -> None:

@@ -185,6 +185,36 @@ def test_offline_flow_ingest_check_freeze_verify_plan(tmp_path, capsys):
     assert "TRAIN_VALIDATION_SUBSET_GATE_PASSED" in [r.gate for r in read_ledger(run)]
 
 
+def test_freeze_copies_the_harbor_folders_where_verify_finds_them(tmp_path, capsys):
+    """From a folder of Harbor tasks, or from a candidates file with --tasks-root: the frozen
+    tasks' folders land in <out>/tasks/<id>/, so `verify <out>` needs no --tasks-root."""
+    tasks = tmp_path / "tasks"
+    fd.write_demo_tasks(tasks)
+    candidates = tmp_path / "candidates.jsonl"
+    assert main(["candidates", "--tasks", str(tasks), "--out", str(candidates), "--quiet"]) == 0
+    common = ["--quiet", "--skip-oracle", *SPEC, "--allow-shortage"]
+    for name, source in (
+        ("from-folder", ["--tasks", str(tasks)]),
+        ("from-candidates", ["--tasks", str(candidates), "--tasks-root", str(tasks)]),
+    ):
+        split = tmp_path / name
+        assert main(["freeze", *source, *common, "--out", str(split)]) == 0
+        manifest = fd.load_manifest(split)
+        assert sorted(p.name for p in (split / "tasks").iterdir()) == sorted(manifest.tasks)
+        capsys.readouterr()
+        assert main(["verify", str(split)]) == 0
+        assert "task_files=" + str(split / "tasks") in capsys.readouterr().out
+    # records without their folders: frozen, and the note names the fix
+    assert main(["freeze", "--tasks", str(candidates), *common, "--out", str(tmp_path / "x")]) == 0
+    assert "fix: pass --tasks-root DIR" in capsys.readouterr().err
+    assert not (tmp_path / "x" / "tasks").exists()
+    # a --tasks-root without task folders is refused before anything is written
+    bad = ["--tasks", str(candidates), "--tasks-root", str(tmp_path / "nowhere")]
+    assert main(["freeze", *bad, *common, "--out", str(tmp_path / "y")]) == 1
+    assert "expected a folder of Harbor task folders" in capsys.readouterr().err
+    assert not (tmp_path / "y").exists()
+
+
 def test_candidates_locates_lines_that_are_not_utf8(tmp_path, capsys):
     """A bad byte sequence is a located bad record, on any line, and never hides the kind."""
     good = {

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -34,6 +35,19 @@ def test_runtime_import_pulls_nothing_heavy() -> None:
     # reported, not asserted: a timed assertion fails on a loaded machine (1.18 s was measured
     # here with four heavy jobs running); what keeps the import fast is the module set above
     print(f"import forge_eval.cli: best of 3 = {best:.3f} s")  # shown with -s / -rA
+
+
+def test_readme_install_command_installs_every_dependency() -> None:
+    """The README's install line and dependency sentence follow pyproject: a clone's
+    `pip install packages/forge-gates packages/forge-eval`, never a bare `pip install forge-eval`
+    (which would look for forge-gates on an index)."""
+    readme = " ".join((PACKAGE / "README.md").read_text().split())
+    project = tomllib.loads((PACKAGE / "pyproject.toml").read_text())["project"]
+    names = [dep.split(">")[0].split("=")[0].strip() for dep in project["dependencies"]]
+    assert names == ["pydantic", "forge-gates"], f"update the README too: {names}"
+    assert "pip install packages/forge-gates packages/forge-eval" in readme
+    assert "pip install forge-eval " not in readme
+    assert "depends on pydantic and forge-gates" in readme
 
 
 @pytest.mark.slow

@@ -1,10 +1,20 @@
+import argparse
 import json
+import os
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
-from forge_gates import named_paths, read_config, shipped_configs
+import pytest
+
+from forge_gates import (
+    HelpFormatter,
+    named_paths,
+    quiet_broken_pipe,
+    read_config,
+    shipped_configs,
+)
 from forge_gates.cli import main
 
 PRODUCTION_BACKENDS = {"trainer": "verl", "inference": "vllm", "sandbox": "local"}
@@ -111,3 +121,54 @@ def test_named_paths_keeps_given_names_and_letters_the_rest() -> None:
         ("x", Path("y=z")),
         ("D", Path("=runs/c")),
     ]
+
+
+def _into_closed_pipe(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run `argv` with stdout a pipe whose reader has already gone (`| head -0`, no race)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            argv, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120
+        )
+    finally:
+        os.close(write_end)
+
+
+def test_show_into_a_closed_pipe_exits_quietly():
+    done = _into_closed_pipe([sys.executable, "-m", "forge_gates.cli", "show", "formal-5gpu"])
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+    assert done.returncode == 141
+
+
+def test_quiet_broken_pipe_on_output_beyond_the_buffer():
+    script = (
+        "from forge_gates import quiet_broken_pipe\n"
+        "@quiet_broken_pipe\n"
+        "def main() -> int:\n"
+        "    for i in range(20000):\n"
+        "        print('line', i)\n"
+        "    return 0\n"
+        "raise SystemExit(main())\n"
+    )
+    done = _into_closed_pipe([sys.executable, "-c", script])
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+    assert done.returncode == 141
+
+
+def test_quiet_broken_pipe_raises_a_broken_pipe_that_is_not_stdout():
+    @quiet_broken_pipe
+    def fails() -> int:
+        raise BrokenPipeError("a sandbox's stdin")
+
+    with pytest.raises(BrokenPipeError, match="sandbox"):
+        fails()
+
+
+def test_required_option_never_shows_a_default():
+    parser = argparse.ArgumentParser(formatter_class=HelpFormatter)
+    parser.add_argument("--train", type=int, required=True, default=0, help="train tasks")
+    parser.add_argument("--seed", type=int, default=0, help="tie-break seed")
+    text = parser.format_help()
+    assert "train tasks (default" not in text, text
+    assert "tie-break seed (default: 0)" in text, text

@@ -75,6 +75,18 @@ def test_smoke_must_be_exactly_one_update(smoke_data):
     assert v.found == "schedule.total_updates = 2"
 
 
+@pytest.mark.parametrize("data", [{"tasks": "realrepo"}, {"train_split": "validation"}])
+def test_demo_policy_warm_start_only_on_the_demo_train_split(smoke_data, data):
+    assert smoke_data["checkpoint"]["warm_start"] == "demo-policy"
+    smoke_data["data"].update(data)
+    v = rules_of(smoke_data)["checkpoint.warm_start.demo_policy"]
+    assert "data.tasks = 'demo'" in v.expected and repr(next(iter(data.values()))) in v.found
+    assert "--warm-start CKPT" in v.fix and "SFT" in v.fix
+    smoke_data["checkpoint"]["warm_start"] = "/ckpt/global_step_3"  # a checkpoint of one's own
+    _, violations = validate_config(smoke_data)
+    assert "checkpoint.warm_start.demo_policy" not in {v.rule for v in violations}
+
+
 @pytest.mark.parametrize("updates", [1, 4, 20])
 def test_soak_refuses_updates_outside_two_three(smoke_data, updates):
     smoke_data.update(phase="soak")

@@ -65,3 +65,13 @@ def test_balance(tmp_path, capsys):
     assert main(["balance", "--budget", "100", "10", "130"]) == 1
     assert "sequence 1: expected 1..100 tokens" in capsys.readouterr().err
     assert main(["balance", "--budget", "100"]) == 2
+
+
+def test_train_refuses_the_demo_policy_on_other_tasks_before_any_work(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    argv = ["train", "--config", "smoke-local", "--set", 'data.tasks="realrepo"']
+    assert main([*argv, "--runs-root", str(runs), "--cache-dir", str(tmp_path / "cache")]) == 1
+    err = capsys.readouterr().err
+    assert "checkpoint.warm_start.demo_policy" in err and "--warm-start CKPT" in err, err
+    assert "Traceback" not in err
+    assert not runs.exists() and not (tmp_path / "cache").exists()  # nothing built or started

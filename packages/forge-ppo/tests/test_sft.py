@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,10 +14,12 @@ import torch
 import forge_data
 from forge_gates import LoRASpec, load_spec
 from forge_ppo import Actor
-from forge_ppo.recipes import DEMO_POLICY, resolve_warm_start
+from forge_ppo.recipes import DEMO_POLICY, _demo_policy, resolve_warm_start
 from forge_ppo.recipes._demo_policy import (
     REPORT_NAME,
+    BuildProgress,
     cache_key,
+    cached_build,
     resolve_demo_policy,
     train_task_ids,
 )
@@ -118,6 +122,84 @@ def test_resolve_warm_start_finds_the_cached_build_and_leaves_other_values(tmp_p
     )
     assert resolve_warm_start(plain, model, tmp_path / "cache") is plain
     assert not list((tmp_path / "cache").glob(f".{DEMO_POLICY}-*"))  # nothing was built
+
+
+def test_a_failed_builds_staging_is_swept_at_the_next_build(tmp_path):
+    """A build that raised (or was killed) leaves `.demo-policy-<pid>-*`; the next build
+    removes those of dead owners and keeps a live one's."""
+    cache = tmp_path / "cache"
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that no longer runs
+    dead = [cache / f".{DEMO_POLICY}-{gone.pid}-x1", cache / f".{DEMO_POLICY}-{gone.pid}"]
+    live = cache / f".{DEMO_POLICY}-{os.getpid()}-live"
+    for folder in (*dead, live):
+        (folder / "oracle").mkdir(parents=True)
+
+    def fails(staging):
+        (staging / "oracle").mkdir()
+        raise RuntimeError("the sandbox went away")
+
+    def builds(staging):
+        (staging / "checkpoint" / "global_step_1").mkdir(parents=True)
+        report = {"seconds": {"total": 1.0}, "ok": {"successes": 1, "attempts": 2}}
+        (staging / REPORT_NAME).write_text(json.dumps(report))
+        return report
+
+    with pytest.raises(RuntimeError):
+        cached_build(cache, DEMO_POLICY, "a" * 64, fails, success="ok")
+    left = [p for p in cache.glob(f".{DEMO_POLICY}-{os.getpid()}-*") if p != live]
+    assert len(left) == 1  # the failed build's staging, its owner (this test) still alive
+    checkpoint = cached_build(cache, DEMO_POLICY, "a" * 64, builds, success="ok")
+    assert checkpoint == cache / f"{DEMO_POLICY}-{'a' * 16}" / "checkpoint" / "global_step_1"
+    assert checkpoint.is_dir() and not any(p.exists() for p in dead)
+    assert live.is_dir() and left[0].is_dir()  # a live owner's staging is never taken
+
+
+def test_build_progress_says_the_stage_elapsed_and_what_is_left(monkeypatch, capsys):
+    clock = iter([100.0, 100.0, 120.0, 180.0])
+    monkeypatch.setattr(_demo_policy, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    progress = BuildProgress((10.0, 20.0))
+    progress.stage(0, "recording")
+    progress.stage(1, "SFT")  # the first stage took 20 s, twice the typical 10 s: 2 x 20 s left
+    progress.done()
+    out, err = capsys.readouterr()
+    assert out == ""  # stdout is the smoke's gate lines
+    assert err.splitlines() == [
+        "demo-policy: [1/2] recording (0 s elapsed, about 30 s left)",
+        "demo-policy: [2/2] SFT (20 s elapsed, about 40 s left)",
+        "demo-policy: built in 80 s",
+    ]
+
+
+def test_the_build_says_each_stage_on_stderr(monkeypatch, tmp_path, capsys):
+    """The three stages of `build_demo_policy` (their work stubbed: minutes otherwise)."""
+    stub = SimpleNamespace(
+        model=None, model_dump=lambda **_: {}, seconds=1.0, steps=1, final_loss=0.0,
+        action_tokens=1, estimated_success=0.0,
+    )  # fmt: skip
+    measured = _demo_policy.Measured(stub, [], 0.0, tmp_path / "global_step_1", 1.0)  # type: ignore[arg-type]
+    for name, value in {
+        "record_scripted_episodes": lambda *a, **k: ([], stub),
+        "Actor": SimpleNamespace(from_pretrained=lambda *a: stub),
+        "ValueModel": SimpleNamespace(from_pretrained=lambda *a, **k: stub),
+        "critic_base": lambda *a: None,
+        "UpdateTracker": lambda *a: stub,
+        "_pad_id": lambda *a: 0,
+        "train_sft": lambda *a, **k: stub,
+        "measure_fit_save": lambda *a: measured,
+        "t1_success": lambda *a: {},
+    }.items():
+        monkeypatch.setattr(_demo_policy, name, value)
+    spec = load_spec("smoke-local")
+    _demo_policy.build_demo_policy(spec, tmp_path, tmp_path / "out", SFTSpec())
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    lines = err.splitlines()
+    assert [line.split(" ", 2)[:2] for line in lines] == [
+        ["demo-policy:", "[1/3]"], ["demo-policy:", "[2/3]"], ["demo-policy:", "[3/3]"],
+        ["demo-policy:", "built"],
+    ]  # fmt: skip
+    assert all("elapsed, about" in line for line in lines[:3]), lines
 
 
 def _row(task: str, first: int, reward: float) -> SampleRow:

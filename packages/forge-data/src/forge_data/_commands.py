@@ -234,6 +234,29 @@ def cmd_freeze_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _task_dirs(args: argparse.Namespace, report: ReadReport) -> dict[str, Path] | None:
+    """The Harbor task folders `freeze` copies to `<out>/tasks/` (where training and `verify`
+    look): --tasks-root, else --tasks when it is a folder. None when there are none, with a
+    note when the candidates are Harbor tasks whose folders were not given."""
+    dirs = harbor_task_dirs(args.tasks_root or args.tasks)
+    if args.tasks_root and not dirs:
+        raise DataError(
+            "freeze --tasks-root",
+            expected="a folder of Harbor task folders <root>/<id>/ (task.toml, instruction.md...)",
+            found=f"none in {args.tasks_root}",
+            fix="pass the folder the candidates were read from (forge-data candidates --tasks)",
+        )
+    if not dirs and any(task.source == "harbor" for task in report.tasks):
+        print(
+            f"note: {args.out} gets no tasks/ folder: {args.tasks} holds Harbor task records, "
+            "not their folders, so training and `forge-data verify` will not find them at "
+            "<out>/tasks/<id>/; fix: pass --tasks-root DIR (the folder the candidates were "
+            "read from)",
+            file=sys.stderr,
+        )
+    return dirs or None
+
+
 def cmd_freeze(args: argparse.Namespace) -> int:
     quiet = args.quiet
     step("[1/3] reading candidates", enabled=not quiet)
@@ -247,7 +270,7 @@ def cmd_freeze(args: argparse.Namespace) -> int:
         args.out,
         verdicts=verdicts,
         verdict_source=str(args.verdicts or "skipped (--skip-oracle)"),
-        task_dirs=harbor_task_dirs(args.tasks) or None,  # Harbor folders travel with the split
+        task_dirs=_task_dirs(args, report),  # Harbor folders travel with the split
     )
     print(
         json.dumps(

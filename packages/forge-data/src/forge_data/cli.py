@@ -8,8 +8,8 @@ Typical flow:
   forge-data ingest --nop jobs/nop-1 --oracle jobs/oracle-1 --verdicts v.jsonl
   forge-data curate tasks/ --backend docker --batch 40 --concurrency 10 --out runs/c --train 187 ...
   forge-data freeze-check --tasks candidates.jsonl --verdicts v.jsonl --train 187 ...
-  forge-data freeze --tasks candidates.jsonl --verdicts v.jsonl --train 187 ... --out split/
-  forge-data verify split/ --tasks-root tasks/   # split files + every task file (and x bit)
+  forge-data freeze --tasks candidates.jsonl --tasks-root tasks/ --verdicts v.jsonl ... --out split/
+  forge-data verify split/   # split files + every task file (and x bit) in split/tasks/
   forge-data plan --split split/ --batch-size 8 --validation-tasks 21 --test-freq 10 ...
 `verify` and `plan` check the task folders too: `--tasks-root DIR`, else `<split>/tasks/` (the
 bundled tasks for `demo`); no task folders is a violation unless `--no-task-files` is given.
@@ -28,7 +28,7 @@ from pathlib import Path
 from forge_data import _commands as commands
 from forge_data._errors import DataError
 from forge_data.synth import add_realrepo_parser, add_synth_parser
-from forge_gates import Gate, GateError, use_help_formatter
+from forge_gates import Gate, GateError, quiet_broken_pipe, use_help_formatter
 
 _PRINTED_BY_GATE = {
     Gate.BULK_ORACLE_FREEZE_READY,
@@ -227,6 +227,11 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "freeze":
             p.add_argument("--out", required=True, help="new folder (never overwritten)")
             p.add_argument(
+                "--tasks-root",
+                help="Harbor task folders <root>/<id>/ to copy into <out>/tasks/, where "
+                "training reads them (default: --tasks when it is a folder)",
+            )
+            p.add_argument(
                 "--allow-shortage",
                 action="store_true",
                 help="freeze what there is and record the shortfall",
@@ -256,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     return use_help_formatter(parser)
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 a rule failed, 2 bad arguments)."""
     args = build_parser().parse_args(argv)

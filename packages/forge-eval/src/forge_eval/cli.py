@@ -23,7 +23,7 @@ from forge_eval._reader import read_job
 from forge_eval._score import score_job
 from forge_eval._select import DEFAULT_PATIENCE, select_checkpoint
 from forge_eval._tables import render_comparison, render_report, render_selection
-from forge_gates import atomic_write_text, named_paths, use_help_formatter
+from forge_gates import atomic_write_text, named_paths, quiet_broken_pipe, use_help_formatter
 
 P0_MOVED = (
     "the P0 pipeline drives rollouts, so it is a recipe of forge-ppo (forge-eval keeps "
@@ -225,6 +225,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `forge-eval` console script."""
     args = build_parser().parse_args(argv)

@@ -24,7 +24,7 @@ Load a checked run spec (shipped configs are named without a path) and verify a 
 """
 
 from forge_gates._checks import Check, GateError, Violation
-from forge_gates._help import HelpFormatter, named_paths, use_help_formatter
+from forge_gates._help import HelpFormatter, named_paths, quiet_broken_pipe, use_help_formatter
 from forge_gates.files import (
     REALREPO,
     JsonLine,
@@ -234,6 +234,7 @@ __all__ = [
     "tree_files",
     "tree_sha256",
     "named_paths",
+    "quiet_broken_pipe",
     "use_help_formatter",
     "validate_config",
     "verify_ledger",

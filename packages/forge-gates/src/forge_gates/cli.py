@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from forge_gates._checks import Violation
-from forge_gates._help import use_help_formatter
+from forge_gates._help import quiet_broken_pipe, use_help_formatter
 from forge_gates.ledger._ledger import format_marker, read_ledger
 from forge_gates.ledger._phases import phase_contract, verify_run
 from forge_gates.machine._preflight import hint_spec
@@ -114,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     return use_help_formatter(parser)
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:

@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from forge_gates import use_help_formatter
+from forge_gates import quiet_broken_pipe, use_help_formatter
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -249,6 +249,7 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+@quiet_broken_pipe
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return int(args.run(args))

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from forge_gates import use_help_formatter
+from forge_gates import quiet_broken_pipe, use_help_formatter
 
 EPILOG = """examples:
   forge-rollout make-tiny-model --out models/tiny
@@ -388,6 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     return use_help_formatter(parser)
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:

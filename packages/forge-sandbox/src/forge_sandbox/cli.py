@@ -14,6 +14,7 @@ from typing import Any
 from forge_gates import (
     REALREPO,
     GateError,
+    quiet_broken_pipe,
     realrepo_split_dir,
     sigterm_as_interrupt,
     use_help_formatter,
@@ -310,6 +311,7 @@ def _doctor(args: argparse.Namespace) -> int:
     return EXIT_OK if all(p.ok for p in probes if p.required) else EXIT_INFRA
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `forge-sandbox`; returns the exit status."""
     args = build_parser().parse_args(argv)

@@ -150,7 +150,8 @@ def _copy_task_dirs(
             "freeze",
             expected="a task folder for every frozen task (to copy into tasks/)",
             found=f"none for {missing[:5]}{' ...' if len(missing) > 5 else ''}",
-            fix="pass --tasks as the folder of Harbor task folders the tasks were read from",
+            fix="pass --tasks (or --tasks-root) as the folder of Harbor task folders the "
+            "tasks were read from",
         )
     for task_id in sorted(manifest.tasks):
         try:

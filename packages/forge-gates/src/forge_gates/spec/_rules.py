@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 TRAINING_PHASES = ("smoke", "soak", "formal")
 SOAK_UPDATES = (2, 3)
+DEMO_POLICY = "demo-policy"  # the warm start forge-ppo builds by SFT on the demo train split
 
 
 def check_spec(spec: RunSpec) -> list[Violation]:
@@ -23,6 +24,7 @@ def check_spec(spec: RunSpec) -> list[Violation]:
     _check_context(spec, check)
     _check_resources(spec, check)
     _check_backends(spec, check)
+    _check_warm_start(spec, check)
     if spec.phase in TRAINING_PHASES:
         _check_training(spec, check)
     if spec.phase == "smoke":
@@ -125,6 +127,23 @@ def _check_backends(spec: RunSpec, check: Check) -> None:
         found=f"rollout_gpus = {res.rollout_gpus} with backends.inference = {back.inference!r} "
         "(the local server runs in-process and would ignore them)",
         fix="set backends.inference = 'vllm', or rollout_gpus = 0 for the local server",
+    )
+
+
+def _check_warm_start(spec: RunSpec, check: Check) -> None:
+    """The word `demo-policy` is built on the demo split's train tasks only (forge-ppo)."""
+    if spec.checkpoint.warm_start != DEMO_POLICY:
+        return
+    data = spec.data
+    check.require(
+        data.tasks == "demo" and data.train_split == "train",
+        rule="checkpoint.warm_start.demo_policy",
+        expected="checkpoint.warm_start = 'demo-policy' with data.tasks = 'demo' and "
+        "data.train_split = 'train' (it is an SFT on the demo split's train tasks)",
+        found=f"data.tasks = {data.tasks!r}, data.train_split = {data.train_split!r}",
+        fix="warm start from a checkpoint of your own (forge-ppo train --warm-start CKPT, a "
+        "global_step_N folder), or build one with SFT on your tasks first (forge-ppo "
+        "sft-format); or train on data.tasks = 'demo'",
     )
 
 

@@ -15,7 +15,9 @@
    real change of both parts) and `demo-policy.json` (the SFT record and the measurement).
 
 `resolve_demo_policy` caches it under `<cache>/demo-policy-<key>/` (built under a file lock;
-the key hashes everything that changes the result), like the tiny model. A run spec whose
+the key hashes everything that changes the result), like the tiny model; the build says on
+stderr where it is (`demo-policy: [2/3] ...`, elapsed and an estimate of what is left), and
+the staging folders a failed or killed build left are removed at the next one. A run spec whose
 `checkpoint.warm_start` is the word `demo-policy` is resolved to that checkpoint by
 `resolve_warm_start`.
 """
@@ -28,7 +30,7 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -39,7 +41,7 @@ import torch
 
 import forge_data
 from forge_eval import wilson_interval
-from forge_gates import RunSpec, atomic_write_json
+from forge_gates import RunSpec, atomic_write_json, staging_dir, sweep_stale_staging
 from forge_ppo.checkpoint._save import save_checkpoint
 from forge_ppo.checkpoint._summary import model_fingerprint
 from forge_ppo.checkpoint._update import UpdateTracker
@@ -68,6 +70,10 @@ REPORT_SCHEMA = "forge-ppo/demo-policy@1"
 REPORT_NAME = f"{DEMO_POLICY}.json"  # cached_build looks for it
 STEP = 1  # the checkpoint folder: checkpoint/global_step_1
 SFT_THREADS = 1  # torch intra-op threads of the build (see build_demo_policy)
+# typical seconds of the build's stages here (record, SFT, measure + critic fit + save; about
+# 300-350 s in all, SFT ~250 s: docs/measurements.md); the estimate of what is left scales
+# them by how fast the finished stages went
+STAGE_SECONDS = (30.0, 250.0, 50.0)
 
 
 def cache_key(spec: RunSpec, model_dir: Path, sft: SFTSpec) -> str:
@@ -118,6 +124,35 @@ def torch_threads(count: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def _clock(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+class BuildProgress:
+    """`demo-policy: [2/3] SFT ... (31 s elapsed, about 5.0 min left)` lines on stderr: the
+    build is minutes of silence otherwise, and stdout carries the smoke's gate lines."""
+
+    def __init__(self, stage_seconds: tuple[float, ...] = STAGE_SECONDS) -> None:
+        self.stage_seconds, self.started = stage_seconds, time.perf_counter()
+
+    def stage(self, index: int, text: str) -> None:
+        """Stage `index` (0-based) starts now."""
+        elapsed = time.perf_counter() - self.started
+        typical_done = sum(self.stage_seconds[:index])
+        pace = elapsed / typical_done if typical_done and elapsed else 1.0
+        left = pace * sum(self.stage_seconds[index:])
+        self._say(
+            f"[{index + 1}/{len(self.stage_seconds)}] {text} ({_clock(elapsed)} elapsed, "
+            f"about {_clock(left)} left)"
+        )
+
+    def done(self) -> None:
+        self._say(f"built in {_clock(time.perf_counter() - self.started)}")
+
+    def _say(self, line: str) -> None:
+        print(f"{DEMO_POLICY}: {line}", file=sys.stderr, flush=True)
+
+
 def build_demo_policy(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -> dict[str, Any]:
     """Build the demo policy into `out` (see the module docstring); returns its report.
 
@@ -128,13 +163,14 @@ def build_demo_policy(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -
 
 
 def _build(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -> dict[str, Any]:
-    started = time.perf_counter()
+    started, progress = time.perf_counter(), BuildProgress()
     assert spec.lora is not None
     ids = train_task_ids(spec)
     tasks = resolve_tasks("demo:train")
     assert [t.name for t in tasks] == ids, "resolve_tasks and forge_data disagree on the split"
     config = agent_config_from_spec(spec, "train")
     # 1. the oracle's episodes through the real gateway -> rows (train split only)
+    progress.stage(0, f"recording the oracle's episodes on {len(tasks)} train tasks")
     rows, conversion = record_scripted_episodes(
         spec, tasks, model_dir, out / "oracle", config, oracle_replies, reward=1.0
     )
@@ -145,6 +181,7 @@ def _build(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -> dict[str,
         )
     recorded = time.perf_counter()
     # 2. SFT of a fresh adapter; the tracker proves both parts really changed
+    progress.stage(1, f"SFT of the LoRA adapter on {len(rows) + len(decoys)} episodes' rows")
     torch.manual_seed(sft.seed)
     actor = Actor.from_pretrained(model_dir, spec.lora)
     critic = ValueModel.from_pretrained(critic_base(spec, model_dir), dtype=torch.float32)
@@ -152,6 +189,9 @@ def _build(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -> dict[str,
     pad = _pad_id(model_dir)
     result = train_sft(actor, [*rows, *decoys * sft.premature_submits], sft, pad_token_id=pad)
     # 3-5. the real T=1 success through the whole chain, the critic fitted to it, the checkpoint
+    progress.stage(
+        2, f"measuring {sft.attempts * len(tasks)} T=1 episodes, fitting the critic, saving"
+    )
     measured = measure_fit_save(
         spec, model_dir, out, actor, critic, tracker, tasks, config, sft, result, pad
     )
@@ -177,6 +217,7 @@ def _build(spec: RunSpec, model_dir: Path, out: Path, sft: SFTSpec) -> dict[str,
         },
     }
     atomic_write_json(out / REPORT_NAME, report)
+    progress.done()
     return report
 
 
@@ -288,8 +329,10 @@ def cached_build(
     with open(cache_dir / f".{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (target / f"{name}.json").is_file():
-            staging = cache_dir / f".{name}-{os.getpid()}"
-            shutil.rmtree(staging, ignore_errors=True)
+            # what a failed or killed build left (`.<name>-<pid>-*`, its owner gone): under
+            # the lock no other build is writing one
+            sweep_stale_staging(cache_dir, f".{name}-*")
+            staging = staging_dir(cache_dir, f".{name}-")
             report = build(staging)
             os.replace(staging, target)
             rate = report[success]
