@@ -130,3 +130,18 @@ def test_a_hanging_suite_is_refused_naming_the_limit(tmp_path: Path) -> None:
     report = synth(SynthConfig(source=str(hanging), out=tmp_path / "out", quiet=True,
                                baseline_timeout_s=8))  # fmt: skip
     assert report.refused and "did not finish within 8 s" in report.refused
+
+
+def test_a_suite_written_for_an_older_pytest_runs_under_one(tmp_path: Path) -> None:
+    """boltons 24.1.0's conftest declares `pytest_ignore_collect(path, config)`: pytest 9
+    refuses the hook and no test runs; the suite is tried again under an older pytest."""
+    old = tmp_path / "old"
+    shutil.copytree(PROJECT, old)
+    (old / "tests" / "conftest.py").write_text(
+        "def pytest_ignore_collect(path, config):\n    return None\n"
+    )
+    report = synth(SynthConfig(source=str(old), out=tmp_path / "out", seed=7, max_tasks=1,
+                               quiet=True, validate_tasks=False))  # fmt: skip
+    assert report.refused is None and len(report.tasks) == 1
+    pytest_pin = next(p for p in report.pins if p.startswith("pytest=="))
+    assert int(pytest_pin.split("==")[1].split(".")[0]) < 9

@@ -184,9 +184,10 @@ def _relocate(venv: Path) -> None:
         (venv / name).unlink(missing_ok=True)
 
 
-def build_env(project: Project, workspace: Path, python: str) -> list[str]:
-    """Install the project's runtime and test dependencies (and pytest) into
-    `workspace/.venv`; return the pinned requirements (`name==version`, sorted)."""
+def build_env(project: Project, workspace: Path, python: str, pytest: str = "pytest") -> list[str]:
+    """Install the project's runtime and test dependencies (and `pytest`, a requirement:
+    an older one for a suite written for it) into `workspace/.venv`; return the pinned
+    requirements (`name==version`, sorted)."""
     venv = workspace / VENV
     if not Path(python).is_file():
         raise DataError(
@@ -206,7 +207,7 @@ def build_env(project: Project, workspace: Path, python: str) -> list[str]:
         return [*installer, "--python", venv_python, sub, *args]
 
     extras = test_extras(project.root)
-    wanted = [f"{project.root}[{','.join(extras)}]" if extras else str(project.root), "pytest"]
+    wanted = [f"{project.root}[{','.join(extras)}]" if extras else str(project.root), pytest]
     wanted += dependency_group_requirements(project.root)
     for name in REQUIREMENT_FILES:
         if (project.root / name).is_file():

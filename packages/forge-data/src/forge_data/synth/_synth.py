@@ -39,6 +39,15 @@ from forge_data.synth._task import task_name, write_probe, write_task
 from forge_gates import atomic_write_json
 
 REPORT_NAME = "synth-report.json"
+# a suite that cannot start under the newest pytest (an old conftest hook signature, a removed
+# API) is tried under older ones before the project is refused
+PYTEST_ERAS = ("pytest", "pytest<8", "pytest<7")
+
+
+class SuiteDidNotStartError(DataError):
+    """The suite gave no per-test report (not a hang): another pytest may run it."""
+
+
 DROP_REASONS = ("no_failure", "breaks_collection", "breaks_suite", "timeout", "same_failures")
 
 
@@ -253,9 +262,10 @@ def _baseline(config: SynthConfig, work: Path, workspace: Path, report: _Draft) 
         broken = next((r for r in runs if r is not None and r.tests is None), None)
         output = broken.output if broken is not None else ""
         tail = "\n".join(output.strip().splitlines()[-15:]) or "(no output: see the job folder)"
-        if broken is not None and broken.exit_code in ("124", "137"):
+        hung = broken is not None and broken.exit_code in ("124", "137")
+        if hung:
             tail = f"the suite did not finish within {limit} s (a hanging test?)\n{tail}"
-        raise DataError(
+        raise (DataError if hung else SuiteDidNotStartError)(
             "synth",
             expected=f"{report.source}'s test suite to run in the sandbox (a per-test report)",
             found=f"no report; pytest said:\n{tail}",
@@ -283,8 +293,28 @@ def _baseline(config: SynthConfig, work: Path, workspace: Path, report: _Draft) 
     return _State(stable, set(collection_errors(first)))
 
 
-def _evaluate(config: SynthConfig, work: Path, workspace: Path, report: _Draft) -> _State:
-    state = _baseline(config, work, workspace, report)
+def _environment_and_baseline(
+    config: SynthConfig, project: Project, work: Path, workspace: Path, report: _Draft
+) -> _State:
+    """The venv and the baseline, under the newest pytest, else older ones (PYTEST_ERAS)."""
+    for number, pytest in enumerate(PYTEST_ERAS, 1):
+        report.pins = build_env(project, workspace, config.python, pytest)
+        try:
+            return _baseline(config, work, workspace, report)
+        except SuiteDidNotStartError:
+            if number == len(PYTEST_ERAS):
+                raise
+            used = next((p for p in report.pins if p.startswith("pytest==")), pytest)
+            _say(config, f"the suite gave no report under {used}; trying {PYTEST_ERAS[number]}")
+            shutil.rmtree(workspace / ".venv", ignore_errors=True)
+            shutil.rmtree(work / "probes-baseline", ignore_errors=True)
+            shutil.rmtree(work / "jobs" / "baseline", ignore_errors=True)
+    raise AssertionError("unreachable")
+
+
+def _evaluate(
+    config: SynthConfig, work: Path, workspace: Path, report: _Draft, state: _State
+) -> _State:
     _say(
         config,
         f"baseline: {report.baseline['tests']} tests, {len(state.baseline)} pass twice "
@@ -402,11 +432,11 @@ def _synthesize(
     tick = time.monotonic()
     shutil.copytree(project.root, workspace, symlinks=True)
     _say(config, f"{project.repository} {project.version}: installing its test dependencies")
-    pins = build_env(project, workspace, config.python)
-    report.pins = pins
-    report.seconds["environment"] = round(time.monotonic() - tick, 2)
+    state = _environment_and_baseline(config, project, work, workspace, report)
+    pins = report.pins
+    report.seconds["environment_and_baseline"] = round(time.monotonic() - tick, 2)
     tick = time.monotonic()
-    state = _evaluate(config, work, workspace, report)
+    state = _evaluate(config, work, workspace, report, state)
     report.seconds["candidates"] = round(time.monotonic() - tick, 2)
     tick = time.monotonic()
     final = work / "final"
