@@ -45,8 +45,8 @@ class TierSpec(BaseModel):
 
 REALREPO_TIER = TierSpec(
     # pure-Python releases whose sdists carry their tests and whose suites run offline in
-    # seconds; tried and left out: boltons 24.1.0 (its conftest's pytest_ignore_collect(path)
-    # hook is refused by pytest 9, so its suite cannot start)
+    # seconds (boltons 24.1.0, tried first, needed pytest < 9 for its conftest: synthesis now
+    # falls back to an older pytest, but the tier was frozen without it)
     projects=(
         "inflection==0.5.1",
         "toolz==1.0.0",
