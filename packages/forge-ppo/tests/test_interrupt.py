@@ -66,9 +66,10 @@ def test_interrupt_mid_rollout_leaves_nothing_behind(
 ) -> None:
     """Ctrl-C and SIGTERM (what schedulers send) both stop every sandbox before the command
     says so: no sandbox process, no `forge-sbx-*` state folder, no sandbox cgroup is left."""
-    # the sandboxes' state folders land here (TMPDIR); their host uid must traverse it, and
-    # pytest's tmp_path is root-only
-    state_root = Path(tempfile.mkdtemp(prefix="forge-interrupt-"))
+    # the sandboxes' state folders land here (TMPDIR); their host uid must traverse it:
+    # pytest's tmp_path is root-only, and nox's TMPDIR may sit in a 0700 home (the sandbox
+    # would then fall back to /tmp), so make it under /tmp
+    state_root = Path(tempfile.mkdtemp(prefix="forge-interrupt-", dir="/tmp"))
     state_root.chmod(0o755)
     try:
         _interrupt_case(tmp_path, state_root, signum, code)
