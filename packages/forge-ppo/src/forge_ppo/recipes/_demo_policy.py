@@ -139,7 +139,9 @@ class BuildProgress:
         """Stage `index` (0-based) starts now."""
         elapsed = time.perf_counter() - self.started
         typical_done = sum(self.stage_seconds[:index])
-        pace = elapsed / typical_done if typical_done and elapsed else 1.0
+        # slower than typical scales the rest up; faster never promises less than typical (a
+        # quick first stage says little about the SFT that follows)
+        pace = max(1.0, elapsed / typical_done) if typical_done and elapsed else 1.0
         left = pace * sum(self.stage_seconds[index:])
         self._say(
             f"[{index + 1}/{len(self.stage_seconds)}] {text} ({_clock(elapsed)} elapsed, "
