@@ -44,6 +44,7 @@ from nox_support import (  # noqa: E402
     side_venv,
     stamp,
     train,
+    vllm_server,
 )
 
 TEST_DIRS = [str(p / "tests") for p in PACKAGES if (p / "tests").is_dir()]
@@ -233,7 +234,7 @@ def vllm_cpu(session: nox.Session) -> None:
     model = tmp / "tiny"
     session.run("forge-rollout", "make-tiny-model", "--out", str(model))
     # 2. contract tests
-    with _vllm(
+    with vllm_server(
         session, python, tmp / "vllm-contract.log",
         "--model", str(model), "--served-model-name", "tiny", "--max-model-len", "512",
         "--max-lora-rank", "8", "--dtype", "float32", "--gpu-memory-utilization", "0.1",
@@ -255,7 +256,7 @@ def vllm_cpu(session: nox.Session) -> None:
         "forge-rollout", "make-model", "tiny", "--cache-dir", str(CACHE), silent=True
     )
     tiny = str(made).strip().splitlines()[-1].split("path=", 1)[1]
-    with _vllm(
+    with vllm_server(
         session, python, tmp / "vllm-pipeline.log",
         "--model", tiny, "--served-model-name", "base",
         "--max-model-len", "2048", "--max-num-seqs", "4", "--max-lora-rank", "8",
@@ -280,16 +281,6 @@ def vllm_cpu(session: nox.Session) -> None:
         f"vllm_cpu pipeline: vLLM ready {served - started:.0f} s, smoke {trained - served:.0f} s,"
         f" p0 {done - trained:.0f} s, total {done - started:.0f} s ({smoke}, {run_dir})"
     )
-
-
-def _vllm(session: nox.Session, python: pathlib.Path, log: pathlib.Path, *args: str):
-    """`forge-rollout vllm-serve ARGS` in the background, ready at `FORGE_VLLM_READY url=`."""
-    argv = [
-        str(pathlib.Path(session.bin) / "forge-rollout"), "vllm-serve", *args,
-        "--entrypoint", "module", "--python", str(python), "--log", str(log),
-        "--ready-timeout", "600",
-    ]  # fmt: skip
-    return Background(session, argv, ready_line=r"FORGE_VLLM_READY url=(\S+)", timeout_s=660)
 
 
 HARBOR_PYTHON = optional_sessions.find_interpreter("3.12")
@@ -417,7 +408,8 @@ def _k8s_api(session: nox.Session, tasks: pathlib.Path, out: pathlib.Path, env: 
 def docker(session: nox.Session) -> None:
     """The Docker backend on a real daemon (tools/docker_daemon.py: Debian's dockerd as root,
     offline, a local registry): docker_tests (none may skip), oracle (12/12 reward 1) and NOP
-    (0/12) over the demo tasks in image form with `--backend docker`, then a ppo_smoke on
+    (0/12) over the demo tasks in image form with `--backend docker`, two tasks `forge-data
+    synth` made, built from their own Dockerfile (oracle 1, NOP 0), then a ppo_smoke on
     smoke-docker-local judged by `forge-gates verify`; `docker gc` finds nothing after each."""
     install_workspace(session)
     tmp = pathlib.Path(session.create_tmp()) / stamp()
@@ -429,13 +421,21 @@ def docker(session: nox.Session) -> None:
         for agent in ("oracle", "nop"):  # exit 0 only when every reward is 1 (oracle) / 0 (nop)
             session.run("forge-sandbox", agent, str(tmp / "tasks"), "--out", str(tmp / agent),
                         "--backend", "docker", env=env)  # fmt: skip
+        # a synthesized task's own Dockerfile (apt on the host's network when the base lacks it)
+        synth, synth_env = tmp / "synth", docker_daemon.synth_env(env)
+        project = ROOT / "packages/forge-data/tests/fixtures/synth_project"
+        session.run("forge-data", "synth", str(project), "--out", str(synth), "--max-tasks", "2",
+                    "--no-validate")  # fmt: skip
+        for agent in ("oracle", "nop"):
+            session.run("forge-sandbox", agent, str(synth), "--out", str(tmp / f"synth-{agent}"),
+                        "--backend", "docker", env=synth_env)  # fmt: skip
         no_container_left(session, env, "the oracle and NOP jobs")
         run_dir = f"runs/docker/{stamp()}-ppo_smoke"
         train(session, "smoke-docker-local", run_dir, "smoke", env=env)
         no_container_left(session, env, "the ppo_smoke")
     session.log(
-        f"DOCKER_SESSION ok: docker_tests, oracle 12/12, nop 0/12, smoke verified ({run_dir}), "
-        "no container left"
+        f"DOCKER_SESSION ok: docker_tests, oracle 12/12, nop 0/12, synthesized tasks oracle 2/2 "
+        f"nop 0/2, smoke verified ({run_dir}), no container left"
     )
 
 

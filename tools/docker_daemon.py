@@ -102,6 +102,25 @@ def owner_env(env: dict[str, str], owner: str) -> dict[str, str]:
     return {**env, "FORGE_DOCKER_CONFIG": str(copy)}
 
 
+SYNTH_BASE = "debian:bookworm-slim"  # what forge-data synth's Dockerfiles name
+
+
+def synth_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` with FORGE_DOCKER_CONFIG pointing at a copy of its DockerConfig for synthesized
+    tasks: their base (SYNTH_BASE) rewritten to the same local image, and build steps on the
+    host's network (their Dockerfile apt-installs python3-venv and git when the base lacks
+    them; the package mirrors are the one network these machines reach)."""
+    config = pathlib.Path(env["FORGE_DOCKER_CONFIG"])
+    text = config.read_text()
+    base = re.search(r'(?m)^"[^"]+" = ("[^"]+")$', text)
+    text, found = re.subn(r'(?m)^build_network = ".*"$', 'build_network = "host"', text, count=1)
+    if base is None or found != 1:
+        raise DaemonError(f"{config}: expected a rewrite and a `build_network` line; found none")
+    copy = config.with_name(f"{config.stem}-synth.toml")
+    copy.write_text(f'{text.rstrip()}\n"{SYNTH_BASE}" = {base.group(1)}\n')
+    return {**env, "FORGE_DOCKER_CONFIG": str(copy)}
+
+
 def gc_removed(output: str) -> list[str]:
     """The containers `forge-sandbox docker gc` removed (its last line is JSON)."""
     return list(json.loads(output.strip().splitlines()[-1])["removed"])

@@ -255,3 +255,13 @@ def no_pod_left(session: Any, config: str, after: str) -> None:
     removed = json.loads(str(out).strip().splitlines()[-1])["removed"]
     if removed["pods"] or removed["networkpolicies"]:
         session.error(f"expected no pod or policy left after {after}; gc found {removed}")
+
+
+def vllm_server(session: Any, python: pathlib.Path, log: pathlib.Path, *args: str):
+    """`forge-rollout vllm-serve ARGS` in the background, ready at `FORGE_VLLM_READY url=`."""
+    argv = [
+        str(pathlib.Path(session.bin) / "forge-rollout"), "vllm-serve", *args,
+        "--entrypoint", "module", "--python", str(python), "--log", str(log),
+        "--ready-timeout", "600",
+    ]  # fmt: skip
+    return Background(session, argv, ready_line=r"FORGE_VLLM_READY url=(\S+)", timeout_s=660)

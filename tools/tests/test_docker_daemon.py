@@ -101,3 +101,15 @@ def test_a_non_root_run_is_refused_with_the_fix(tmp_path: Path, monkeypatch) -> 
     monkeypatch.setattr(docker_daemon.os, "geteuid", lambda: 1000)
     with pytest.raises(docker_daemon.DaemonError, match="expected to run as root"):
         docker_daemon.Daemon(tmp_path, "o").__enter__()
+
+
+def test_synth_env_rewrites_the_synth_base_and_builds_on_the_host_network(tmp_path) -> None:
+    config = tmp_path / "docker.toml"
+    config.write_text(docker_daemon.docker_config("nox-x", "127.0.0.1:5999"))
+    env = docker_daemon.synth_env({"DOCKER_HOST": "unix:///x", "FORGE_DOCKER_CONFIG": str(config)})
+    text = Path(env["FORGE_DOCKER_CONFIG"]).read_text()
+    data = tomllib.loads(text)
+    assert data["build_network"] == "host" and data["require_rewrite"] is True
+    assert data["rewrites"]["debian:bookworm-slim"] == "127.0.0.1:5999/forge/base:bookworm"
+    assert data["rewrites"]["python:3.11-slim"] == "127.0.0.1:5999/forge/base:bookworm"
+    assert tomllib.loads(config.read_text())["build_network"] == "none"  # the original stays

@@ -91,7 +91,11 @@ def test_each_task_is_a_harbor_folder_with_a_fix_outside_the_tests(made: tuple[P
                              capture_output=True, text=True, check=True)  # fmt: skip
         assert log.stdout.split() == [meta["base_commit"]]  # one commit, no history of the fix
         assert (workspace / ".venv" / "bin" / "python").is_symlink()
-        assert "FROM " in (folder / "environment" / "Dockerfile").read_text()
+        docker = (folder / "environment" / "Dockerfile").read_text()
+        assert docker.startswith("# Written by forge-data synth") and "\nFROM debian:" in docker
+        assert "COPY workspace /workspace" in docker and "-r /opt/forge/requirements.txt" in docker
+        pins = (folder / "environment" / "requirements.txt").read_text().splitlines()
+        assert any(pin.startswith("pytest==") for pin in pins)
     assert len(harbor_task_dirs(out)) == 3
 
 
@@ -145,3 +149,11 @@ def test_a_suite_written_for_an_older_pytest_runs_under_one(tmp_path: Path) -> N
     assert report.refused is None and len(report.tasks) == 1
     pytest_pin = next(p for p in report.pins if p.startswith("pytest=="))
     assert int(pytest_pin.split("==")[1].split(".")[0]) < 9
+
+
+def test_a_relative_out_folder_works(tmp_path: Path, monkeypatch) -> None:
+    """`--out tasks` from the working directory (the installer runs elsewhere)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["synth", str(PROJECT), "--out", "tasks", "--max-tasks", "1", "--no-validate",
+                 "--quiet"]) == 0  # fmt: skip
+    assert len([p for p in (tmp_path / "tasks").iterdir() if p.is_dir()]) == 1

@@ -188,7 +188,7 @@ def build_env(project: Project, workspace: Path, python: str, pytest: str = "pyt
     """Install the project's runtime and test dependencies (and `pytest`, a requirement:
     an older one for a suite written for it) into `workspace/.venv`; return the pinned
     requirements (`name==version`, sorted)."""
-    venv = workspace / VENV
+    venv = workspace.absolute() / VENV  # the installer runs in the project's folder
     if not Path(python).is_file():
         raise DataError(
             "synth",

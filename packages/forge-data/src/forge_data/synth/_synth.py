@@ -402,7 +402,7 @@ def synth(config: SynthConfig) -> SynthReport:
     """Run one synthesis; the report is also written to `<out>/synth-report.json`."""
     started = time.monotonic()
     report = _Draft(source=config.source, seed=config.seed, max_tasks=config.max_tasks)
-    out = config.out
+    out = config.out.absolute()  # every path the installers and sandboxes see is absolute
     work = out / ".synth-work"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -472,9 +472,10 @@ def _synthesize(
         good = _validate(config, work, final, report)
     report.seconds["validate"] = round(time.monotonic() - tick, 2)
     report.tasks = [t for t in report.tasks if t["name"] in good]
-    config.out.mkdir(parents=True, exist_ok=True)
+    out = config.out.absolute()
+    out.mkdir(parents=True, exist_ok=True)
     for task in report.tasks:
-        shutil.rmtree(config.out / task["name"], ignore_errors=True)
-        shutil.move(str(final / task["name"]), config.out / task["name"])
+        shutil.rmtree(out / task["name"], ignore_errors=True)
+        shutil.move(str(final / task["name"]), out / task["name"])
     if not report.tasks:
         report.refused = "no candidate bug was kept and validated (see `dropped`)"

@@ -232,19 +232,26 @@ def _test_sh(test_files: list[str], run_files: list[str], timeout_s: int) -> str
 
 
 def dockerfile() -> str:
+    """The image form: Debian bookworm's python3 (3.11, the one the workspace's venv is made
+    with on a Debian host) and git for solve.sh (apt only when the base lacks them), the
+    workspace with its venv. The venv is used as
+    it is when it runs there (no package index needed); else it is rebuilt from the pinned
+    requirements (a host whose python3 differs)."""
+    venv = f"{SANDBOX_WORKSPACE}/{VENV}"
+    purelib = "'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'"
     return (
         "# Written by forge-data synth: the workspace and the same pinned environment.\n"
         "FROM debian:bookworm-slim\n"
-        "RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv "
-        "git ca-certificates && rm -rf /var/lib/apt/lists/*\n"
+        "RUN if ! (command -v git && python3 -c 'import ensurepip, venv') >/dev/null 2>&1; "
+        "then apt-get update && apt-get install -y --no-install-recommends python3 "
+        "python3-venv git ca-certificates && rm -rf /var/lib/apt/lists/*; fi\n"
         "COPY requirements.txt /opt/forge/requirements.txt\n"
         "COPY venv-extras/ /opt/forge/venv-extras/\n"
         f"COPY workspace {SANDBOX_WORKSPACE}\n"
-        f"RUN rm -rf {SANDBOX_WORKSPACE}/{VENV} && python3 -m venv {SANDBOX_WORKSPACE}/{VENV} "
-        f"&& {SANDBOX_WORKSPACE}/{VENV}/bin/pip install --no-cache-dir "
-        "-r /opt/forge/requirements.txt "
-        f'&& cp -r /opt/forge/venv-extras/. "$({SANDBOX_WORKSPACE}/{VENV}/bin/python -c '
-        '\'import sysconfig; print(sysconfig.get_paths()["purelib"])\')"/\n'
+        f'RUN if ! {venv}/bin/python -c "import pytest" 2>/dev/null; then '
+        f"rm -rf {venv} && python3 -m venv {venv} "
+        f"&& {venv}/bin/pip install --no-cache-dir -r /opt/forge/requirements.txt "
+        f'&& cp -r /opt/forge/venv-extras/. "$({venv}/bin/python -c {purelib})"/; fi\n'
         f"WORKDIR {SANDBOX_WORKSPACE}\n"
     )
 
