@@ -299,3 +299,25 @@ def test_a_bad_warm_start_checkpoint_stops_before_a_run_folder(
         assert "PPO_WARM_START_CONFIG" in captured.err and "actor.value" not in captured.err
         assert "PPO_CONTEXT_GUARD_PASSED" not in captured.out  # no gateway was started
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_split_is_verified_before_the_demo_policy_is_built_from_it(
+    tmp_path: Path, cache_dir: Path, monkeypatch, capsys
+) -> None:
+    """A tampered split stops the run before the warm start is resolved (the demo policy's
+    build reads the demo train tasks), not minutes into that build."""
+    from forge_gates import Violation
+    from forge_ppo.recipes.train import _train
+
+    bad = forge_data.TaskSetCheck(
+        tmp_path, tmp_path / "tasks", None, 0,
+        [Violation(rule="task.files_changed", expected="as frozen", found="x", fix="y")],
+    )  # fmt: skip
+    monkeypatch.setattr(_train.forge_data, "verify_task_set", lambda ref: bad)
+
+    def built(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the warm start was resolved before the split was verified")
+
+    monkeypatch.setattr(_train, "resolve_warm_start", built)
+    assert main(train_args(tmp_path, cache_dir)) == 1
+    assert "DATA_SPLIT_VERIFIED: 1 rule(s) violated" in capsys.readouterr().err

@@ -115,12 +115,13 @@ def train(
         ],
         {"phase": spec.phase},
     )
+    # the frozen split as frozen (tamper check), before anything reads its tasks (the demo
+    # policy is built from the demo train split): a changed task file stops here, named
+    split = forge_data.verify_task_set(forge_data.ensure_task_set(spec.data.tasks))
+    gate(None, Gate.DATA_SPLIT_VERIFIED, split.violations, split.fields())
     model_dir = resolve_model(spec, cache_dir)
     spec = resolve_warm_start(spec, model_dir, cache_dir)  # "demo-policy": the cached SFT start
     check_parent(spec, model_dir)  # a warm start's checkpoint, refused here and not 14 s in
-    # the frozen split as frozen (tamper check): a changed task file stops here, named
-    split = forge_data.verify_task_set(forge_data.ensure_task_set(spec.data.tasks))
-    gate(None, Gate.DATA_SPLIT_VERIFIED, split.violations, split.fields())
     # 2. the run folder: resolved spec + hash, the spec gate, the verified split
     run_dir = new_run_dir(spec, run_dir, runs_root)
     write_config_summary(run_dir, spec)
