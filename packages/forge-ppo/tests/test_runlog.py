@@ -75,3 +75,18 @@ def test_curves_have_integer_steps_and_the_validation_curve(tmp_path: Path) -> N
         assert ticks and all(float(t).is_integer() for t in ticks), (ax.get_title(), ticks)
     assert log.plot() == tmp_path / "curves.png"
     log.close()
+
+
+def test_one_update_gets_one_integer_tick_on_every_axis(tmp_path: Path) -> None:
+    """The smoke's single update: matplotlib alone gives 0.945 ... 1.050 (overlapping labels);
+    every axis, the undefined validation one included, shows the step 1 only."""
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("tensorboard")
+    log = RunLog(tmp_path, "smoke", curves="on")
+    log.metrics(1, METRICS)
+    fig = log.figure()
+    for ax in fig.axes:
+        low, high = ax.get_xlim()
+        assert (low, high) == (0.5, 1.5), ax.get_title()
+        assert [t for t in ax.get_xticks() if low <= t <= high] == [1.0], ax.get_title()
+    log.close()

@@ -168,6 +168,9 @@ class RunLog:
         from matplotlib.ticker import MaxNLocator
 
         fig, axes = plt.subplots(1, len(PLOTTED), figsize=(4 * len(PLOTTED), 3.2))
+        steps = [h["step"] for h in self.history if "step" in h] or [1]
+        # half a step of margin: one update alone would otherwise get 0.945 ... 1.050 ticks
+        span = (min(steps) - 0.5, max(steps) + 0.5)
         for ax, (title, key) in zip(axes, PLOTTED.items(), strict=True):
             points = [(h["step"], h[key]) for h in self.history if key in h]
             if points:
@@ -176,7 +179,8 @@ class RunLog:
                 ax.text(0.5, 0.5, "not defined", ha="center", va="center", transform=ax.transAxes)
             ax.set_title(title)
             ax.set_xlabel("update")
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_xlim(*span)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6, min_n_ticks=1))
             ax.grid(alpha=0.3)
         fig.tight_layout()
         return fig
