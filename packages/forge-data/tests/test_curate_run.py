@@ -29,14 +29,7 @@ PICK = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _sandbox_isolation() -> None:
-    """The local backend needs bwrap + cgroups: skip where they cannot exist, never in CI."""
-    doctor = subprocess.run([str(FORGE_SANDBOX), "doctor"], capture_output=True, text=True)
-    if doctor.returncode != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must provide sandbox isolation: {doctor.stdout}")
-        pytest.skip(f"no sandbox isolation here: {doctor.stdout[-400:]}")
+pytestmark = pytest.mark.usefixtures("sandbox_isolation")
 
 
 def _tasks(tmp_path: Path, ids: list[str], broken: bool = False) -> Path:

@@ -24,13 +24,7 @@ PROJECT = Path(__file__).parent / "fixtures" / "synth_project"
 FORGE_SANDBOX = Path(sys.executable).parent / "forge-sandbox"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _sandbox_isolation() -> None:
-    doctor = subprocess.run([str(FORGE_SANDBOX), "doctor"], capture_output=True, text=True)
-    if doctor.returncode != 0:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must provide sandbox isolation: {doctor.stdout}")
-        pytest.skip(f"no sandbox isolation here: {doctor.stdout[-400:]}")
+pytestmark = pytest.mark.usefixtures("sandbox_isolation")
 
 
 def _project(root: Path, name: str) -> str:
