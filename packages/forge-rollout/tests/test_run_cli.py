@@ -41,6 +41,9 @@ def test_run_demo_train_with_two_attempts(tmp_path: Path, tiny_model_dir: Path, 
     report = score_path(job)
     (panel,) = report.panels
     assert panel.n_attempts == 12 and panel.n_tasks == 6
+    # the hack audit read every trial's trajectory
+    audit = json.loads((job / "hack-audit.json").read_text())
+    assert audit["episodes"] == 12 and audit["schema"] == "forge-rollout/hack-audit@1"
     # every attempt is accounted for: a reward, or a named exception (never silently 0)
     trials = [json.loads(p.read_text()) for p in job.glob("*/result.json")]
     for trial in trials:

@@ -97,6 +97,8 @@ _EXPORTS = {
     "resolve_split": "episodes._runner",
     "select_tasks": "episodes._runner",
     "check_endpoint": "episodes._runner",
+    "audit_job": "episodes._audit",
+    "audit_commands": "episodes._audit",
     # testing/: the stub upstream with fault injection
     "StubOptions": "testing._stub",
     "create_stub_app": "testing._stub",
@@ -158,6 +160,8 @@ __all__ = [
     "pick_tokens",
     "raw_log_probs",
     "read_traces",
+    "audit_commands",
+    "audit_job",
     "resolve_model",
     "resolve_split",
     "resolve_tasks",
@@ -199,6 +203,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers (a test keeps bo
         UpstreamError,
         agent_config_from_spec,
     )
+    from forge_rollout.episodes._audit import audit_commands, audit_job
     from forge_rollout.episodes._runner import (
         MiniSweAgent,
         check_endpoint,

@@ -11,6 +11,7 @@ from typing import Any
 
 from forge_gates import GateError, sigterm_as_interrupt
 from forge_rollout.episodes._agent import AgentConfig, NetworkConnectionError
+from forge_rollout.episodes._audit import audit_job
 from forge_rollout.episodes._runner import resolve_tasks, run_rollouts, select_tasks
 from forge_sandbox import SandboxError, SandboxFactory, open_backend
 
@@ -159,9 +160,11 @@ def _verdict(args: argparse.Namespace, summary: Any) -> int:
     # 4. the verdict: a job whose every trial is an infrastructure error measured nothing
     solved = sum(1 for r in summary.rewards.values() if r is not None and r >= 1)
     infra = [key for key, reward in summary.rewards.items() if reward is None]
+    audit = audit_job(args.out)  # what the agent ran that a fix never needs (hack-audit.json)
     print(
         f"JOB {args.out} trials={len(summary.rewards)} solved={solved} "
-        f"errors={len(summary.errors)} infrastructure_errors={len(infra)}"
+        f"errors={len(summary.errors)} infrastructure_errors={len(infra)} "
+        f"hack_audit_flagged={audit['flagged']}"
     )
     if summary.rewards and len(infra) == len(summary.rewards):
         print(
