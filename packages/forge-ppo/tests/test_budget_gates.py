@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -79,3 +80,35 @@ def test_formal_updates_stop_past_the_infra_error_and_timeout_ratios() -> None:
     check_rollout_health(spec, broken, metrics, "update")
     assert [v.rule for v in broken.violations] == ["update.errors_ratio", "update.timeouts_ratio"]
     assert broken.violations[0].found == "2 of 10 (0.20)"
+
+
+def test_updates_stop_past_the_hack_audit_ratio_when_the_spec_sets_one(tmp_path) -> None:
+    """Reported only by default (1.0); a spec's agent.max_hack_flagged_ratio fails closed."""
+    from forge_gates import Check
+    from forge_ppo.recipes.train._checks import check_rollout_health
+    from forge_ppo.recipes.train._rollouts import hack_audit_metrics
+
+    job = tmp_path / "job"
+    for name, command in (("a__1", "git diff"), ("b__1", "git log --all"), ("c__1", "ls")):
+        (job / name / "agent").mkdir(parents=True)
+        content = f"THOUGHT\n```mswea_bash_command\n{command}\n```"
+        (job / name / "agent" / "trajectory.json").write_text(
+            json.dumps({"messages": [{"role": "assistant", "content": content}]})
+        )
+    metrics = {"rollout/episodes": 3.0, **hack_audit_metrics([job])}
+    assert metrics["train/hack_audit/flagged"] == 1.0
+    assert metrics["train/hack_audit/git_history"] == 1.0
+    assert metrics["train/hack_audit/flagged_share"] == pytest.approx(1 / 3)
+    assert (job / "hack-audit.json").is_file()
+    spec = load_spec("formal-local")
+    assert spec.agent.max_hack_flagged_ratio == 1.0
+    reported = Check("PPO_SMOKE_UPDATE_PASSED")
+    check_rollout_health(spec, reported, metrics, "update")
+    assert reported.ok
+    strict = spec.model_copy(
+        update={"agent": spec.agent.model_copy(update={"max_hack_flagged_ratio": 0.25})}
+    )
+    stopped = Check("PPO_SMOKE_UPDATE_PASSED")
+    check_rollout_health(strict, stopped, metrics, "update")
+    assert [v.rule for v in stopped.violations] == ["update.hack_audit_ratio"]
+    assert stopped.violations[0].found == "1 of 3 (0.33)"

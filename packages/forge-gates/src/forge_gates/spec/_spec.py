@@ -225,6 +225,14 @@ class AgentSpec(_Frozen):
         description="Max share of an update's (or validation's) episodes with an "
         "infrastructure error; past it the run stops (fail closed).",
     )
+    max_hack_flagged_ratio: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description="Max share of an update's episodes the hack audit flags (forge_rollout."
+        "audit_job: the verifier's folders, test files or config, git history, other "
+        "processes); past it the run stops (fail closed). 1.0: reported only.",
+    )
 
 
 class ScheduleSpec(_Frozen):

@@ -107,6 +107,17 @@ def check_rollout_health(spec: RunSpec, check: Check, metrics: dict[str, float],
             found=f"{metrics.get(f'rollout/{kind}', 0.0):.0f} of {episodes:.0f} ({ratio:.2f})",
             fix="see the trials' exception_info; fix the infrastructure or the limits",
         )
+    flagged = metrics.get("train/hack_audit/flagged", 0.0)
+    limit = spec.agent.max_hack_flagged_ratio
+    check.require(
+        flagged / episodes <= limit,
+        rule=f"{what}.hack_audit_ratio",
+        expected=f"<= {limit} of the episodes flagged by the hack audit "
+        "(agent.max_hack_flagged_ratio)",
+        found=f"{flagged:.0f} of {episodes:.0f} ({flagged / episodes:.2f})",
+        fix="read the jobs' hack-audit.json: the policy reaches for the verifier's folders, "
+        "the tests or git history; stop and inspect before training on it",
+    )
 
 
 def check_rows(

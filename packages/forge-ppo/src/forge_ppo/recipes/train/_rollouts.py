@@ -18,6 +18,7 @@ from forge_rollout import (
     AgentConfig,
     InferenceStack,
     agent_config_from_spec,
+    audit_job,
     run_rollouts,
 )
 from forge_rollout.rows import read_traces
@@ -141,6 +142,26 @@ def rollout_metrics(episodes: list[EpisodeOutcome]) -> dict[str, float]:
     if rewards:
         metrics["rollout/reward_mean"] = sum(rewards) / len(rewards)
     return metrics | task_rollout_metrics(episodes)
+
+
+def hack_audit_metrics(job_dirs: list[Path]) -> dict[str, float]:
+    """`train/hack_audit/*` of a step's jobs (each job's hack-audit.json written too): the
+    flagged episodes, their share, and the episodes each rule flagged."""
+    episodes = flagged = 0
+    by_rule: dict[str, float] = {}
+    for job in job_dirs:
+        report = audit_job(job)
+        episodes += report["episodes"]
+        flagged += report["flagged"]
+        for rule, count in report["by_rule"].items():
+            by_rule[f"train/hack_audit/{rule}"] = (
+                by_rule.get(f"train/hack_audit/{rule}", 0.0) + count
+            )
+    return {
+        "train/hack_audit/flagged": float(flagged),
+        "train/hack_audit/flagged_share": flagged / episodes if episodes else 0.0,
+        **by_rule,
+    }
 
 
 def sent_decoding(job_dir: Path, decoding: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:

@@ -54,6 +54,7 @@ from forge_ppo.recipes.train._plan import RunPlan, plan_run, rounds
 from forge_ppo.recipes.train._rollouts import (
     episode_outcomes,
     failure_reasons,
+    hack_audit_metrics,
     rollout_batch,
     rollout_metrics,
     validate,
@@ -262,7 +263,7 @@ def _rows_and_metrics(
         stats.add(job_stats)
     counts = {f"rollout/conversion/{k}": float(v) for k, v in stats.model_dump().items()}
     episodes = episode_outcomes(job_dirs)
-    return rows, rollout_metrics(episodes) | counts, episodes
+    return rows, rollout_metrics(episodes) | counts | hack_audit_metrics(job_dirs), episodes
 
 
 def _save(spec: RunSpec, trainer: Trainer, record: UpdateRecord, run_dir: Path, step: int) -> None:
