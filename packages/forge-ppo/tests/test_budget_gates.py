@@ -112,3 +112,7 @@ def test_updates_stop_past_the_hack_audit_ratio_when_the_spec_sets_one(tmp_path)
     check_rollout_health(strict, stopped, metrics, "update")
     assert [v.rule for v in stopped.violations] == ["update.hack_audit_ratio"]
     assert stopped.violations[0].found == "1 of 3 (0.33)"
+
+
+def test_the_production_formal_run_fails_closed_on_the_hack_audit() -> None:
+    assert load_spec("formal-5gpu").agent.max_hack_flagged_ratio == 0.25
