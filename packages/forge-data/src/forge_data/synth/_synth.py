@@ -125,36 +125,18 @@ class SynthReport(BaseModel):
     seconds: dict[str, float] = Field(default_factory=dict, description="Wall time per stage.")
 
 
-class _Counts(BaseModel):
-    """A modifier's counts while the run goes (ModifierCounts, mutable)."""
+class _Counts(ModifierCounts):
+    """ModifierCounts while the run goes (mutable)."""
 
-    candidates: int = 0
-    no_change: int = 0
-    syntax_error: int = 0
-    duplicate: int = 0
-    modifier_error: int = 0
-    evaluated: int = 0
-    kept: int = 0
-    dropped: dict[str, int] = Field(default_factory=dict)
+    model_config = ConfigDict(frozen=False, extra="forbid")
 
 
-class _Draft(BaseModel):
-    """The report while the run goes (SynthReport, mutable)."""
+class _Draft(SynthReport):
+    """SynthReport while the run goes (mutable); frozen by `synth` at the end."""
 
-    source: str
-    project: str = ""
-    version: str = ""
-    repository: str = ""
-    seed: int
-    max_tasks: int
-    refused: str | None = None
-    baseline: dict[str, Any] = Field(default_factory=dict)
-    modifiers: dict[str, _Counts] = Field(default_factory=dict)
-    dropped: dict[str, int] = Field(default_factory=dict)
-    validation_failed: dict[str, str] = Field(default_factory=dict)
-    tasks: list[dict[str, Any]] = Field(default_factory=list)
-    pins: list[str] = Field(default_factory=list)
-    seconds: dict[str, float] = Field(default_factory=dict)
+    model_config = ConfigDict(frozen=False, extra="forbid")
+
+    modifiers: dict[str, _Counts] = Field(default_factory=dict)  # type: ignore[assignment]
 
 
 def _say(config: SynthConfig, message: str) -> None:
