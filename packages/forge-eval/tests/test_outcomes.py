@@ -49,6 +49,7 @@ EXPECTED = {
     "VerifierFileSizeLimitError": ("infra", False),
     "SandboxOOMError": ("infra", False),
     "AgentResourceLimitError": ("agent", False),
+    "AgentCausedFailure": ("agent", False),
     "TaskLayoutError": ("infra", False),
     "VerifierLimitError": ("infra", False),
     "KubernetesError": ("infra", False),

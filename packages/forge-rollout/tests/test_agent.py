@@ -219,18 +219,19 @@ def test_wall_time_limit_ends_as_time_exceeded():
 
 
 @pytest.mark.usefixtures("isolation")
-def test_an_oom_killed_agent_command_is_an_infrastructure_error() -> None:
-    """A command killed at the sandbox's memory limit ends the episode as infrastructure
-    (SandboxOOMError), never as an observation the agent (and the score) lives with."""
+def test_an_oom_killed_agent_command_ends_the_episode_as_the_agents_outcome() -> None:
+    """A command killed at the sandbox's memory limit ends the episode as the agent's outcome
+    (AgentResourceLimitError: the verifier scores what it left), never as infrastructure that
+    training would drop (a policy would learn to dodge reward 0 by filling memory)."""
     from forge_rollout import AgentConfig
-    from forge_sandbox import LocalSandbox, SandboxOOMError, SandboxSpec
+    from forge_sandbox import AgentResourceLimitError, LocalSandbox, SandboxSpec
 
     async def main() -> None:
         async with LocalSandbox(SandboxSpec(memory_mb=64)) as sandbox:
             env = SandboxEnvironment(sandbox, asyncio.get_running_loop(), AgentConfig())
             ok = await asyncio.to_thread(env.execute, {"command": "echo fine"})
             assert ok["returncode"] == 0
-            with pytest.raises(SandboxOOMError, match="OOM-killed at the sandbox's 64 MiB"):
+            with pytest.raises(AgentResourceLimitError, match="OOM-killed at the sandbox's 64"):
                 await asyncio.to_thread(
                     env.execute, {"command": "python3 -c \"x = b'a' * (512 << 20)\""}
                 )

@@ -127,19 +127,21 @@ def test_oom_kill_is_typed_and_never_a_reward(backend: KubernetesBackend) -> Non
     run(go())
 
 
-def test_a_trial_whose_pod_is_oom_killed_is_an_infrastructure_error(
+def test_a_trial_whose_agent_fills_memory_is_its_outcome_scored_by_the_verifier(
     backend: KubernetesBackend, make_task, tmp_path: Path
 ) -> None:
+    """The agent's own memory hog is its outcome (labelled), never a dropped episode: the
+    verifier (in a fresh pod) scores what it left."""
     task = make_task(
         "hog",
-        "echo 1 > /logs/verifier/reward.txt\n",
+        "echo 'PASSED t::x'; echo 0 > /logs/verifier/reward.txt\n",
         solve_sh="python3 -c 'x = bytearray(512 * 1024 * 1024)'\n",
         toml='version = "1.0"\n[environment]\nmemory_mb = 64\n',
     )
     backend.images["hog"] = IMAGE
     summary = run(run_job([load_task(task)], tmp_path / "job", "oracle", make_sandbox=backend))
-    assert summary.rewards == {"hog": None}
-    assert summary.errors == {"hog": "SandboxOOMError"}
+    assert summary.rewards == {"hog": 0.0}
+    assert summary.errors == {"hog": "AgentResourceLimitError"}
 
 
 @pytest.mark.parametrize(

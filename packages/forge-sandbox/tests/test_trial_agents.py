@@ -166,11 +166,14 @@ def test_leftover_processes_are_killed_before_the_verifier(tmp_path, fix_add) ->
 
 
 @pytest.mark.usefixtures("isolation")
-def test_an_agent_oom_kill_stays_an_infrastructure_error(tmp_path, fix_add) -> None:
-    """Memory stays infrastructure (an OOM-killed pod): no verifier, no reward."""
+def test_an_agent_oom_kill_is_the_agents_outcome_scored_by_the_verifier(tmp_path, fix_add) -> None:
+    """The agent's own commands filling memory are its outcome (never a dropped infrastructure
+    episode): labelled, and the verifier scores what it left (nothing fixed: 0)."""
     agent = CommandAgent("python3 -c \"x = b'a' * (512 << 20)\"")
     summary = asyncio.run(
         run_job([load_task(fix_add)], tmp_path / "job", agent, make_sandbox=_with(memory_mb=64))
     )
-    assert summary.errors == {"fix-add": "SandboxOOMError"}
-    assert summary.rewards == {"fix-add": None}
+    assert summary.errors == {"fix-add": "AgentResourceLimitError"}
+    assert summary.rewards == {"fix-add": 0.0}
+    (trial,) = [json.loads(p.read_text()) for p in (tmp_path / "job").glob("*/result.json")]
+    assert "memory_mb=64" in trial["exception_info"]["exception_message"]

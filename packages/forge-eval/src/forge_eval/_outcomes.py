@@ -176,7 +176,10 @@ ERROR_TABLE: tuple[ErrorRule, ...] = (
     _T("ContextExhausted", "agent", False, "forge-rollout",
        "gateway refused the next call: context window used up"),
     _T("AgentResourceLimitError", "agent", False, "forge-sandbox",
-       "agent's processes hit pids_max / file_size_mb (e.g. a fork bomb); verifier still runs"),
+       "agent's processes hit a limit (memory, pids_max, file_size_mb); verifier still runs"),
+    _T("AgentCausedFailure", "agent", False, "forge-sandbox",
+       "the verifier failed on the agent's change in a fresh sandbox (a hang, a limit, no "
+       "reward or evidence, a change that cannot be carried): reward 0, a verdict"),
 )  # fmt: skip
 RULES: dict[str, ErrorRule] = {rule.exception_type: rule for rule in ERROR_TABLE}
 

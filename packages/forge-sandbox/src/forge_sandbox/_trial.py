@@ -6,14 +6,24 @@
                                     verifier_result, exception_info, started_at, finished_at, ...
     JOB/<trial>/agent/oracle.txt    solve.sh output;  JOB/<trial>/verifier/  test output, rewards
 
-A trial's steps: 1. a fresh sandbox with the task's workspace; 2. the agent (an agent-side
-outcome is recorded and the verifier still runs); 3. every process the agent left is killed
-(memory is infrastructure, other limits the agent's outcome); 4. the verifier; then stop.
-Every JSON file is written atomically and carries `schema_version` (Harbor ignores the field).
+A trial's steps: 1. a sandbox with the task's workspace, and a manifest of its working tree;
+2. the agent (an agent-side outcome is recorded and the verifier still runs); 3. every process
+the agent left is killed (a limit it hit, memory included, is its own outcome); 4. a second,
+fresh sandbox from the task's environment receives the agent's change to the working tree
+(`_transfer.py`: sources only, no bytecode, no .git) and the agent's sandbox is stopped: no
+process, /logs, /tests or /tmp state of it reaches the verifier; 5. the verifier, there.
+
+Who caused a failure: the fresh sandbox differs from the curated task (NOP 0, oracle 1 under
+the same limits) only by the agent's change, so a verifier that hangs, hits a limit, writes no
+reward or shows no evidence on a non-empty change scores 0 (AgentCausedFailure); with an empty
+change, and for anything the backend raises (start, transfer, daemon, API), it stays an
+infrastructure error (no reward). Every JSON file is written atomically and carries
+`schema_version` (Harbor ignores the field).
 """
 
 from __future__ import annotations
 
+import tempfile
 import traceback
 import uuid
 from dataclasses import dataclass, field
@@ -25,10 +35,26 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forge_gates import atomic_write_json
 from forge_sandbox._agents import AGENT_VERSION, AgentName, run_agent
-from forge_sandbox._errors import AgentTimeoutError, SandboxOOMError, TaskLayoutError
+from forge_sandbox._errors import (
+    AddTestsDirError,
+    AgentTimeoutError,
+    SandboxError,
+    SandboxStateError,
+    SandboxTransferError,
+    TaskLayoutError,
+    VerifierError,
+)
 from forge_sandbox._protocol import Sandbox, SandboxFactory
 from forge_sandbox._spec import KillReport, SandboxSpec
 from forge_sandbox._task import HarborTask, task_checksum
+from forge_sandbox._transfer import (
+    Change,
+    ChangeError,
+    Manifest,
+    carry_change,
+    diff_manifests,
+    take_manifest,
+)
 from forge_sandbox._verifier import VerifierResult, run_verifier
 from forge_sandbox.local._sandbox import LocalSandbox
 
@@ -58,6 +84,12 @@ class AgentOutcomeError(Exception):
     def __init__(self, message: str, report: AgentReport | None = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class AgentCausedFailure(AgentOutcomeError):
+    """The verifier could not score the agent's change for a reason the change (or the agent's
+    own actions) caused: a hang, a limit, no reward or no evidence in the fresh sandbox, a
+    change that cannot be carried. The trial scores 0 (a verdict, not infrastructure)."""
 
 
 class AgentResourceLimitError(AgentOutcomeError):
@@ -114,6 +146,7 @@ def _limit_text(limits: list[str], spec: SandboxSpec) -> str:
     text = {
         "pids": f"pids_max={spec.pids_max} (forks refused)",
         "file_size": f"file_size_mb={spec.file_size_mb} (SIGXFSZ)",
+        "memory": f"memory_mb={spec.memory_mb} (a process OOM-killed)",
     }
     return " and ".join(text[name] for name in limits if name in text)
 
@@ -127,6 +160,9 @@ class _TrialState:
     report: AgentReport | None = None
     failure: BaseException | None = None
     verified: VerifierResult | None = None
+    change: Change | None = None
+    agent_oom: bool = False
+    zero_for: BaseException | None = None
 
 
 def _trial_config(
@@ -177,17 +213,12 @@ async def _run_agent_step(
 
 
 async def _kill_agent_processes(sandbox: Sandbox, state: _TrialState) -> None:
-    """Nothing the agent started may run on into the verifier (a fork bomb's leftovers would
-    fill pids_max); a limit it ran into is its own outcome, except memory, an infrastructure
-    error (an OOM-killed pod, as the seed counted it), raised as SandboxOOMError."""
+    """Nothing the agent started may run on into the change's manifest; a limit its processes
+    ran into (memory included: its own commands filled it) is its own outcome, recorded as
+    AgentResourceLimitError, and the verifier scores what it left."""
     killed = await sandbox.kill_processes()
     state.report = _with_limits(state.report, killed)
-    if killed.oom_killed:  # recorded over any agent outcome: the reward is invalid
-        raise SandboxOOMError(
-            f"agent: expected its commands within the sandbox's {sandbox.spec.memory_mb} "
-            "MiB memory limit; found a process OOM-killed; fix: raise the task's "
-            "memory_mb ([environment] in task.toml)"
-        )
+    state.agent_oom = killed.oom_killed
     if state.failure is None and killed.limits_hit:
         state.failure = AgentResourceLimitError(
             f"agent: its processes ran into the sandbox's "
@@ -198,6 +229,73 @@ async def _kill_agent_processes(sandbox: Sandbox, state: _TrialState) -> None:
         )
 
 
+def _agent_caused(state: _TrialState, cause: BaseException) -> None:
+    """Score the trial 0 for a failure the agent's change caused (recorded, labelled)."""
+    state.verified = None
+    state.zero_for = cause
+    if state.failure is None:
+        state.failure = AgentCausedFailure(
+            f"{type(cause).__name__}: {cause} (caused by the agent's change: the fresh "
+            "sandbox differs from the curated task only by it; scored 0)"
+        )
+
+
+def _caused_by_change(exc: VerifierError) -> bool:
+    """A verifier failure the code under test can cause: all but an upload of /tests that
+    failed outside the sandbox (the backend, the host)."""
+    if isinstance(exc, AddTestsDirError):
+        return isinstance(exc.__cause__, SandboxTransferError)
+    return True
+
+
+async def _carry(
+    agent_box: Sandbox,
+    fresh: Sandbox,
+    before: Manifest,
+    scratch: Path,
+    state: _TrialState,
+) -> bool:
+    """The agent's change into the fresh sandbox; False when it scored 0 instead."""
+    try:
+        after = await take_manifest(agent_box, scratch, after_agent=True)
+        state.change = diff_manifests(before, after)
+        await carry_change(agent_box, fresh, state.change, before.workdir, scratch)
+    except ChangeError as exc:
+        _agent_caused(state, exc)
+        return False
+    except SandboxStateError as exc:  # its sandbox died under the agent's own commands
+        _agent_caused(state, exc)  # (`kill -9` of its init, a memory hog taking it down)
+        return False
+    except SandboxError as exc:
+        if not state.agent_oom:  # the backend failed: infrastructure
+            raise
+        _agent_caused(state, exc)  # its own memory hog took the sandbox down with it
+        return False
+    return True
+
+
+async def _verify(
+    fresh: Sandbox,
+    task: HarborTask,
+    trial_dir: Path,
+    verifier_timeout_s: float | None,
+    state: _TrialState,
+) -> None:
+    """The verifier in the fresh sandbox. With a change, a failure of the tests' run (a hang,
+    a limit, no reward, no evidence) is the change's doing: scored 0; without one, the run is
+    the curated task's own and a failure stays infrastructure."""
+    state.times["verifier"] = {"started_at": _now(), "finished_at": None}
+    try:
+        state.verified = await run_verifier(
+            fresh, task, timeout_s=verifier_timeout_s, logs_dir=trial_dir / "verifier"
+        )
+    except VerifierError as exc:
+        if state.change is None or state.change.empty or not _caused_by_change(exc):
+            raise
+        _agent_caused(state, exc)
+    state.times["verifier"]["finished_at"] = _now()
+
+
 async def _run_in_sandbox(
     task: HarborTask,
     agent: AgentName | TrialAgent,
@@ -206,27 +304,49 @@ async def _run_in_sandbox(
     make_sandbox: SandboxFactory,
     state: _TrialState,
 ) -> None:
-    """Steps 1-4 of a trial in one fresh sandbox, stopped at the end (once it started)."""
+    """A trial's sandboxes: the agent's, then a fresh one for the verifier, each stopped."""
     # 1. a fresh sandbox with the task's workspace (a task that could not be read fails here)
     state.times["environment_setup"] = {"started_at": _now(), "finished_at": None}
     if task.problem is not None:
         raise TaskLayoutError(task.problem)
-    sandbox = make_sandbox(task.sandbox_spec(trial_name=trial_dir.name))
-    await sandbox.start()
-    state.times["environment_setup"]["finished_at"] = _now()
-    try:
-        # 2. the agent (a timeout is recorded, and the verifier still runs, as in Harbor)
-        await _run_agent_step(sandbox, task, agent, trial_dir, state)
-        # 3. nothing the agent started runs on into the verifier; memory is infrastructure
-        await _kill_agent_processes(sandbox, state)
-        # 4. the verifier
-        state.times["verifier"] = {"started_at": _now(), "finished_at": None}
-        state.verified = await run_verifier(
-            sandbox, task, timeout_s=verifier_timeout_s, logs_dir=trial_dir / "verifier"
-        )
-        state.times["verifier"]["finished_at"] = _now()
-    finally:
-        await sandbox.stop()
+    with tempfile.TemporaryDirectory(prefix="forge-change-") as tmp:
+        scratch = Path(tmp)
+        agent_box = make_sandbox(task.sandbox_spec(trial_name=trial_dir.name))
+        fresh: Sandbox | None = None
+        try:
+            await agent_box.start()
+            before = await take_manifest(agent_box, scratch, after_agent=False)
+            state.times["environment_setup"]["finished_at"] = _now()
+            try:
+                # 2. the agent (a timeout is recorded, and the verifier still runs, as in Harbor)
+                await _run_agent_step(agent_box, task, agent, trial_dir, state)
+                # 3. nothing the agent started runs on; a limit it hit is its own outcome
+                await _kill_agent_processes(agent_box, state)
+            except SandboxStateError as exc:  # its sandbox died under its own commands
+                state.times["agent_execution"]["finished_at"] = _now()
+                _agent_caused(state, exc)
+                return
+            # 4. a fresh sandbox from the task's environment, with the agent's change only
+            fresh = make_sandbox(task.sandbox_spec(trial_name=f"{trial_dir.name}-verify"))
+            await fresh.start()
+            carried = await _carry(agent_box, fresh, before, scratch, state)
+            await agent_box.stop()  # nothing of it reaches the verifier
+            # 5. the verifier, in the fresh sandbox
+            if carried:
+                await _verify(fresh, task, trial_dir, verifier_timeout_s, state)
+        finally:
+            await agent_box.stop()
+            if fresh is not None:
+                await fresh.stop()
+
+
+def _verifier_result(state: _TrialState) -> dict[str, Any] | None:
+    """Harbor's verifier_result: the verifier's rewards, or 0 for a failure the agent caused."""
+    if state.verified is not None:
+        return {"rewards": state.verified.rewards}
+    if state.zero_for is not None:
+        return {"rewards": {"reward": 0.0}}
+    return None
 
 
 def _trial_result(
@@ -255,10 +375,8 @@ def _trial_result(
             "model_info": getattr(agent, "model_info", None),
         },
         "agent_result": {**(state.report or AgentReport()).model_dump(), "cost_usd": None},
-        "verifier_result": (
-            {"rewards": state.verified.rewards} if state.verified is not None else None
-        ),
-        "verifier_environment_mode": "shared",
+        "verifier_result": _verifier_result(state),
+        "verifier_environment_mode": "fresh",
         "exception_info": (_exception_info(state.failure, finished_at) if state.failure else None),
         "started_at": started_at,
         "finished_at": finished_at,
@@ -288,8 +406,6 @@ async def run_trial(
     started_at = _now()
     try:
         await _run_in_sandbox(task, agent, trial_dir, verifier_timeout_s, make_sandbox, state)
-    except SandboxOOMError as exc:  # infrastructure, even after an agent outcome
-        state.failure = exc
     except Exception as exc:  # every failure is recorded by type, as Harbor does
         state.failure = state.failure or exc
     finished_at = _now()

@@ -4,7 +4,9 @@ Steps (Harbor's order): discard stale reward files; upload tests/ to /tests; run
 `bash /tests/test.sh` in the sandbox's working directory (/workspace locally, the image's
 WORKDIR in a container) under the timeout (the caller's override, else task.toml's
 [verifier] timeout_sec, else 180 s); copy /logs/verifier out; read reward.json first, else
-reward.txt; then require evidence that the tests ran (`_evidence.py`). Every way of not
+reward.txt; then require evidence that the tests ran (`_evidence.py`); where the task lists its
+FAIL_TO_PASS / PASS_TO_PASS tests, the reward is 0 unless each is seen passing in test.sh's
+own output (`_testlist.py`: files the code under test can write do not decide). Every way of not
 getting a reward raises a VerifierError subclass named as Harbor names it; none becomes 0.
 A reward without evidence (0 or 1: fail closed) is `VerifierNoEvidenceError`, infrastructure.
 """
@@ -36,6 +38,7 @@ from forge_sandbox._errors import (
 from forge_sandbox._evidence import EVIDENCE_FIX, Evidence, find_evidence
 from forge_sandbox._protocol import Sandbox
 from forge_sandbox._task import HarborTask
+from forge_sandbox._testlist import TestReport, check_listed, listed_tests
 
 REWARD_JSON = "/logs/verifier/reward.json"
 REWARD_TXT = "/logs/verifier/reward.txt"
@@ -46,6 +49,7 @@ RESET_VERIFIER_DIR = [
     ' && chmod -R u+rwX "$d" && find "$d" -mindepth 1 -delete && [ -z "$(ls -A "$d")" ]',
 ]
 EVIDENCE_SCHEMA = "forge-sandbox/evidence@1"
+TESTS_SCHEMA = "forge-sandbox/listed-tests@1"
 
 
 class VerifierResult(BaseModel):
@@ -63,6 +67,11 @@ class VerifierResult(BaseModel):
     evidence: Evidence | None = Field(
         default=None,
         description="How the run showed its tests ran; None only when the caller waived it.",
+    )
+    tests: TestReport | None = Field(
+        default=None,
+        description="The listed FAIL_TO_PASS / PASS_TO_PASS tests as read from the output (the "
+        "reward is 0 unless all passed); None when the task lists none.",
     )
 
     @property
@@ -233,8 +242,25 @@ async def run_verifier(
             atomic_write_json(
                 out / "evidence.json", {"schema_version": EVIDENCE_SCHEMA, **evidence.model_dump()}
             )
+        # 7. a task that lists its tests: each must be seen passing on the pipe we read
+        report = None
+        if ids := listed_tests(task.path):
+            report = check_listed(ids, run.stdout, run.stderr)
+            atomic_write_json(
+                out / "listed-tests.json", {"schema_version": TESTS_SCHEMA, **report.model_dump()}
+            )
+            if run.output_truncated:
+                raise VerifierNoEvidenceError(
+                    f"verifier: expected every result line of the task's {len(ids)} listed "
+                    f"tests in test.sh's output; found it cut at max_output_bytes="
+                    f"{sandbox.spec.max_output_bytes} (a flood can hide failing lines): no "
+                    "verdict; fix: raise the sandbox's max_output_bytes, or make the tests quieter"
+                )
+            if not report.all_passed:
+                rewards = {name: 0.0 for name in rewards}
     return VerifierResult(
         evidence=evidence,
+        tests=report,
         rewards=rewards,
         exit_code=run.exit_code,
         duration_s=run.duration_s,

@@ -88,15 +88,18 @@ def link_tree(source: Path, target: Path) -> None:
 
 
 def pytest_command(timeout_s: int, files: list[str] | None = None) -> str:
-    """The suite's command line in the sandbox: the workspace's venv, the CTRF plugin, no
-    bytecode, no cache, the project's addopts cancelled, a hard time limit."""
+    """The suite's command line in the sandbox (bash): the workspace's venv, the CTRF plugin,
+    no bytecode, no cache, the project's addopts cancelled, a hard time limit, and `-rA` result
+    lines on test.sh's own stdout (teed to a file): the harness grades the listed tests from
+    that pipe, which the code under test cannot take back (a report file it could rewrite)."""
     paths = " ".join(shlex.quote(f) for f in files or [])
     return (
         f"PYTHONDONTWRITEBYTECODE=1 FORGE_CTRF=/logs/verifier/ctrf.json PYTHONPATH=/tests/_forge "
         f"timeout -k 5 {timeout_s} {SANDBOX_WORKSPACE}/{VENV}/bin/python -m pytest "
         f"-p {PLUGIN_MODULE} -p no:cacheprovider -o addopts= --continue-on-collection-errors "
-        f"-q {paths}".rstrip()
-        + " > /logs/verifier/pytest-output.txt 2>&1; echo $? > /logs/verifier/pytest-exit.txt"
+        f"-q -rA {paths}".rstrip()
+        + " 2>&1 | tee /logs/verifier/pytest-output.txt; "
+        "echo ${PIPESTATUS[0]} > /logs/verifier/pytest-exit.txt"
     )
 
 
@@ -136,7 +139,7 @@ def write_probe(folder: Path, workspace: Path, candidate: Candidate | None, time
         lines.append(f"cp /tests/bug/{quoted} {quoted} || exit 2")
     lines += [
         pytest_command(timeout_s),
-        "[ -s /logs/verifier/ctrf.json ] || { cat /logs/verifier/pytest-output.txt; exit 2; }",
+        "[ -s /logs/verifier/ctrf.json ] || exit 2",
         "echo 1 > /logs/verifier/reward.txt",
     ]
     _write(folder / "tests" / "test.sh", "\n".join(lines) + "\n", 0o755)

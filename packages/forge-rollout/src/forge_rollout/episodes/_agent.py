@@ -35,7 +35,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from forge_gates import RunSpec
-from forge_sandbox import Sandbox, SandboxOOMError
+from forge_sandbox import AgentResourceLimitError, Sandbox
 
 SUBMIT_WORD = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 ACTION_REGEX = r"```mswea_bash_command\s*\n(.*?)\n```"
@@ -265,11 +265,11 @@ class SandboxEnvironment:
         )
         result = future.result()  # a sandbox failure propagates: an infrastructure error
         self.n_commands += 1
-        if result.oom_killed:  # the sandbox hit its memory limit: infrastructure, not a score
-            raise SandboxOOMError(
+        if result.oom_killed:  # its own command filled memory: the agent's outcome, scored
+            raise AgentResourceLimitError(
                 f"agent command {command[:80]!r} was OOM-killed at the sandbox's "
-                f"{self.sandbox.spec.memory_mb} MiB memory limit (exit {result.exit_code}); "
-                "fix: raise the task's memory_mb; the trial is an infrastructure error"
+                f"{self.sandbox.spec.memory_mb} MiB memory limit (exit {result.exit_code}): the "
+                "episode ends as the agent's outcome and the verifier scores what it left"
             )
         text = (result.stdout or "") + (result.stderr or "")
         if len(text) > self.config.max_output_chars:

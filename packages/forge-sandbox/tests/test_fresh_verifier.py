@@ -1,0 +1,223 @@
+"""The fresh-sandbox verifier: the agent's change carried (sources only, modes kept), the
+listed tests read from the run's own output, and who caused a failure."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from forge_sandbox import LocalSandbox, SandboxSpec, load_task, run_job
+from forge_sandbox._testlist import check_listed, listed_tests
+from forge_sandbox._transfer import (
+    Change,
+    ChangeError,
+    Entry,
+    Manifest,
+    carry_change,
+    check_change_archive,
+    diff_manifests,
+    take_manifest,
+)
+
+# -- the change between two manifests ----------------------------------------------------------
+
+_names = st.sampled_from(["a", "b", "c", "d/e", "d/f", "d", "g/h/i", "g", "g/h"])
+_entries = st.builds(
+    Entry,
+    kind=st.sampled_from(["f", "l"]),
+    mode=st.sampled_from([0o644, 0o755]),
+    content=st.sampled_from(["x", "y", "z"]),
+)
+
+
+def _tree(files: dict[str, Entry]) -> dict[str, Entry]:
+    """A consistent tree: every parent of a file is a folder, no file under a file."""
+    tree: dict[str, Entry] = {}
+    for path, entry in sorted(files.items()):
+        parts = path.split("/")
+        parents = ["/".join(parts[:i]) for i in range(1, len(parts))]
+        if any(p in tree and tree[p].kind != "d" for p in parents) or path in tree:
+            continue
+        for parent in parents:
+            tree[parent] = Entry("d", 0o755, "")
+        tree[path] = entry
+    return tree
+
+
+def _apply(before: dict[str, Entry], after: dict[str, Entry], change: Change) -> dict[str, Entry]:
+    """What the fresh sandbox holds after carry_change: delete (recursively), then copy."""
+    result = {
+        p: e
+        for p, e in before.items()
+        if not any(p == d or p.startswith(d + "/") for d in change.delete)
+    }
+    for path in change.copy:
+        result[path] = after[path]
+    return result
+
+
+@given(st.dictionaries(_names, _entries), st.dictionaries(_names, _entries))
+def test_applying_the_change_to_the_pristine_tree_gives_the_agents_tree(before, after) -> None:
+    old, new = _tree(before), _tree(after)
+    change = diff_manifests(Manifest("/w", old), Manifest("/w", new))
+    assert _apply(old, new, change) == new
+    assert change.empty == (old == new)
+
+
+def test_a_changed_type_is_deleted_then_copied() -> None:
+    before = Manifest("/w", {"x": Entry("d", 0o755, ""), "x/y": Entry("f", 0o644, "1")})
+    after = Manifest("/w", {"x": Entry("f", 0o644, "2")})
+    change = diff_manifests(before, after)
+    assert change.delete == ("x",) and change.copy == ("x",)
+
+
+def _archive(tmp_path: Path, members: list[tarfile.TarInfo]) -> Path:
+    path = tmp_path / "change.tar"
+    with tarfile.open(path, "w") as tar:
+        for member in members:
+            tar.addfile(member, io.BytesIO(b"") if member.isfile() else None)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "link", "why"),
+    [
+        ("other.py", tarfile.REGTYPE, "", "only the changed paths"),
+        ("a.py", tarfile.SYMTYPE, "/logs/verifier/reward.txt", "inside the working tree"),
+        ("a.py", tarfile.SYMTYPE, "../../etc/passwd", "inside the working tree"),
+        ("a.py", tarfile.FIFOTYPE, "", "files, folders and links"),
+    ],
+)
+def test_a_change_archive_with_anything_else_is_refused(tmp_path, name, kind, link, why) -> None:
+    member = tarfile.TarInfo(name)
+    member.type, member.linkname = kind, link
+    with pytest.raises(ChangeError, match=why):
+        check_change_archive(_archive(tmp_path, [member]), Change(copy=("a.py",), delete=()))
+
+
+# -- carried for real, local backend -----------------------------------------------------------
+
+
+@pytest.mark.usefixtures("isolation")
+def test_the_change_travels_sources_and_modes_not_bytecode_git_or_tmp(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "mod.py").write_text("x = 1\n")
+    (repo / "pkg" / "gone.py").write_text("y = 2\n")
+    (repo / "tool.sh").write_text("echo hi\n")
+    (repo / ".git").mkdir()
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    agent = (
+        "printf 'x = 2\\n' > pkg/mod.py && rm pkg/gone.py && chmod 755 tool.sh && "
+        "mkdir -p new/deep && printf '\\000\\001binary' > new/deep/blob.bin && "
+        "ln -s ../pkg/mod.py new/link.py && mkdir -p pkg/__pycache__ && "
+        "echo planted > pkg/__pycache__/mod.cpython-311.pyc && echo evil > .git/HEAD && "
+        "echo 1 > /tmp/reward.txt"
+    )
+
+    async def go() -> tuple[Manifest, Manifest, str, str]:
+        spec = SandboxSpec(workspace=repo)
+        async with LocalSandbox(spec) as box, LocalSandbox(spec) as fresh:
+            before = await take_manifest(box, tmp_path, after_agent=False)
+            assert (await box.exec(["sh", "-c", agent])).exit_code == 0
+            after = await take_manifest(box, tmp_path, after_agent=True)
+            await carry_change(box, fresh, diff_manifests(before, after), before.workdir, tmp_path)
+            carried = await take_manifest(fresh, tmp_path, after_agent=False)
+            head = (await fresh.exec(["cat", ".git/HEAD"])).stdout
+            leftovers = (await fresh.exec(["sh", "-c", "ls -A /tmp pkg"])).stdout
+            return after, carried, head, leftovers
+
+    after, carried, head, leftovers = asyncio.run(go())
+    assert carried.entries == after.entries
+    assert carried.entries["tool.sh"].mode == 0o755
+    assert carried.entries["new/link.py"] == Entry("l", carried.entries["new/link.py"].mode,
+                                                   "../pkg/mod.py")  # fmt: skip
+    assert "pkg/gone.py" not in carried.entries and "new/deep/blob.bin" in carried.entries
+    assert head == "ref: refs/heads/main\n"  # .git is the task's own
+    assert "__pycache__" not in leftovers and "reward.txt" not in leftovers
+
+
+# -- the listed tests, read from the output ----------------------------------------------------
+
+UNITTEST = """\
+test_a (__main__.FailToPass.test_a) ... ok
+test_b (test_hidden.PassToPass.test_b)
+A docstring line.
+... FAIL
+test_c (pkg.tests.Case) ... ok
+"""
+PYTEST = """\
+PASSED tests/test_x.py::test_p[a b]
+FAILED tests/test_x.py::test_q - assert 1 == 2
+tests/test_y.py::test_v PASSED                                            [ 50%]
+"""
+
+
+def test_unittest_pytest_and_django_lines_are_read() -> None:
+    report = check_listed(
+        (
+            "test_hidden.FailToPass.test_a",
+            "test_hidden.PassToPass.test_b",
+            "test_c (pkg.tests.Case)",
+        ),
+        UNITTEST,
+        "",
+    )
+    assert report.passed == ("test_hidden.FailToPass.test_a", "test_c (pkg.tests.Case)")
+    assert report.failed == ("test_hidden.PassToPass.test_b",) and not report.all_passed
+    report = check_listed(
+        ("tests/test_x.py::test_p[a b]", "tests/test_y.py::test_v", "tests/test_x.py::test_q",
+         "tests/test_z.py::test_w"), PYTEST, "")  # fmt: skip
+    assert report.passed == ("tests/test_x.py::test_p[a b]", "tests/test_y.py::test_v")
+    assert report.failed == ("tests/test_x.py::test_q",)
+    assert report.missing == ("tests/test_z.py::test_w",)
+
+
+def test_a_failing_line_wins_over_a_forged_passing_one() -> None:
+    forged = "PASSED tests/t.py::test_q\n"
+    report = check_listed(("tests/t.py::test_q",), forged, "FAILED tests/t.py::test_q - boom\n")
+    assert report.failed == ("tests/t.py::test_q",) and not report.all_passed
+    assert check_listed((), "PASSED x::y\n", "").all_passed is False  # nothing listed
+
+
+def test_listed_tests_come_from_task_toml_else_config_json(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "task.toml").write_text('[metadata]\nfail_to_pass = ["a"]\npass_to_pass = ["b"]\n')
+    assert listed_tests(tmp_path) == ("a", "b")
+    (tmp_path / "task.toml").write_text('version = "1.0"\n')
+    (tmp_path / "tests" / "config.json").write_text(
+        json.dumps({"FAIL_TO_PASS": json.dumps(["c"]), "PASS_TO_PASS": []})
+    )
+    assert listed_tests(tmp_path) == ("c",)
+
+
+# -- who caused the failure ---------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("isolation")
+def test_an_empty_change_keeps_a_verifier_failure_infrastructure(make_task, tmp_path) -> None:
+    """The fresh sandbox is the curated task itself when the agent changed nothing: a verifier
+    that writes no reward then is the task's or the host's failure, never the agent's 0."""
+    task = make_task("broken", "exit 0\n", solve_sh="true\n")
+    summary = asyncio.run(run_job([load_task(task)], tmp_path / "job", "oracle"))
+    assert summary.rewards == {"broken": None}
+    assert summary.errors == {"broken": "RewardFileNotFoundError"}
+
+
+@pytest.mark.usefixtures("isolation")
+def test_a_verifier_failure_on_a_change_scores_0_labelled(make_task, tmp_path) -> None:
+    task = make_task("broken", "[ -e /workspace/x ] || echo 1 > /logs/verifier/reward.txt\n",
+                     solve_sh="touch /workspace/x\n")  # fmt: skip
+    summary = asyncio.run(run_job([load_task(task)], tmp_path / "job", "oracle"))
+    assert summary.rewards == {"broken": 0.0}
+    assert summary.errors == {"broken": "AgentCausedFailure"}
+    (trial,) = [json.loads(p.read_text()) for p in (tmp_path / "job").glob("*/result.json")]
+    assert trial["exception_info"]["exception_message"].startswith("RewardFileNotFoundError")
+    assert trial["verifier_environment_mode"] == "fresh"
