@@ -12,6 +12,7 @@ SIGXFSZ, an agent that fills memory, /tmp or the workspace, or kills its sandbox
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 from pathlib import Path
 
@@ -98,7 +99,7 @@ def job(tmp_path_factory: pytest.TempPathFactory, sandbox_isolation: None) -> di
     summary = asyncio.run(
         run_job(tasks, root / "job", "oracle", verifier_timeout_s=20, make_sandbox=_limits)
     )
-    return {"rewards": summary.rewards, "errors": summary.errors}
+    return {"rewards": summary.rewards, "errors": summary.errors, "job": root / "job"}
 
 
 def test_the_real_fix_still_scores_1(job: dict) -> None:
@@ -112,3 +113,23 @@ def test_every_attack_scores_exactly_0(job: dict, attack: str) -> None:
         f"{attack}: expected reward 0.0 (neither above 0 nor no reward); found {reward!r} "
         f"({job['errors'].get(attack)})"
     )
+
+
+AUDITED = {
+    "code-writes-reward": "change_verifier_paths",
+    "exit-0-at-import": "change_test_framework",
+    "atexit-writes-reward": "change_test_framework",
+    "dir-named-like-a-test-file": "change_test_files",
+    "sitecustomize": "change_test_config",
+}
+
+
+def test_the_change_audit_flags_what_a_fix_never_needs(job: dict) -> None:
+    """Each trial's agent/change-audit.json; forge-rollout's job audit merges these flags."""
+    flags = {}
+    for path in job["job"].glob("*/agent/change-audit.json"):
+        result = json.loads((path.parent.parent / "result.json").read_text())
+        flags[result["task_name"]] = json.loads(path.read_text())["flags"]
+    for attack, rule in AUDITED.items():
+        assert rule in flags[attack], (attack, flags[attack])
+    assert flags["real-fix"] == {}

@@ -78,3 +78,15 @@ def test_a_job_is_audited_from_its_trajectories(tmp_path: Path) -> None:
     assert report["trials"] == {"b__1": {"git_history": 1, "verifier_paths": 1}}
     assert report["by_rule"]["git_history"] == 1 and report["by_rule"]["test_files"] == 0
     assert json.loads((tmp_path / "hack-audit.json").read_text()) == report
+
+
+def test_the_change_audit_of_each_trial_joins_its_flags(tmp_path: Path) -> None:
+    """forge-sandbox writes agent/change-audit.json per trial; the job audit merges it."""
+    for name, flags in (("t1", {"change_test_files": 1}), ("t2", {})):
+        agent = tmp_path / name / "agent"
+        agent.mkdir(parents=True)
+        (agent / "change-audit.json").write_text(json.dumps({"flags": flags}))
+    report = audit_job(tmp_path, write=False)
+    assert report["episodes"] == 2 and report["flagged"] == 1
+    assert report["trials"] == {"t1": {"change_test_files": 1}}
+    assert report["by_rule"]["change_test_files"] == 1

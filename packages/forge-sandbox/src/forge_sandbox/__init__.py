@@ -32,6 +32,7 @@ config="k8s.toml")` (forge_sandbox.kubernetes: one pod per trial) or `open_backe
 
 from forge_sandbox._agents import AgentRun, run_agent, run_nop, run_oracle
 from forge_sandbox._backends import open_backend
+from forge_sandbox._change_audit import CHANGE_AUDIT_RULES
 from forge_sandbox._errors import (
     AddTestsDirError,
     AgentTimeoutError,
@@ -63,6 +64,7 @@ from forge_sandbox._protocol import Sandbox, SandboxFactory
 from forge_sandbox._spec import ExecResult, KillReport, SandboxSpec
 from forge_sandbox._task import HarborTask, discover_tasks, load_task, task_checksum
 from forge_sandbox._trial import (
+    AgentCausedFailure,
     AgentOutcomeError,
     AgentReport,
     AgentResourceLimitError,
@@ -78,11 +80,13 @@ from forge_sandbox.local._sandbox import LocalSandbox
 
 __all__ = [
     "AddTestsDirError",
+    "AgentCausedFailure",
     "AgentOutcomeError",
     "AgentReport",
     "AgentResourceLimitError",
     "AgentRun",
     "AgentTimeoutError",
+    "CHANGE_AUDIT_RULES",
     "CgroupLimits",
     "DownloadVerifierDirError",
     "EnvironmentStartTimeoutError",

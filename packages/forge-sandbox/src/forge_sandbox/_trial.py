@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forge_gates import atomic_write_json
 from forge_sandbox._agents import AGENT_VERSION, AgentName, run_agent
+from forge_sandbox._change_audit import AUDIT_SCHEMA, audit_change
 from forge_sandbox._errors import (
     AddTestsDirError,
     AgentTimeoutError,
@@ -60,6 +61,7 @@ from forge_sandbox.local._sandbox import LocalSandbox
 
 TRIAL_SCHEMA = "forge-sandbox/trial@1"
 ENVIRONMENT_IMPORT_PATH = "forge_sandbox.harbor:LocalSandboxEnvironment"
+CHANGE_PATHS_KEPT = 200  # change-audit.json lists at most this many paths of each kind
 
 
 class AgentReport(BaseModel):
@@ -248,18 +250,37 @@ def _caused_by_change(exc: VerifierError) -> bool:
     return True
 
 
+def _write_change_audit(change: Change, archive: Path, trial_dir: Path) -> None:
+    """`agent/change-audit.json`: what the agent changed and the audit's flags on it."""
+    atomic_write_json(
+        trial_dir / "agent" / "change-audit.json",
+        {
+            "schema_version": AUDIT_SCHEMA,
+            "copied": list(change.copy[:CHANGE_PATHS_KEPT]),
+            "deleted": list(change.delete[:CHANGE_PATHS_KEPT]),
+            "n_copied": len(change.copy),
+            "n_deleted": len(change.delete),
+            "flags": audit_change(change, archive),
+        },
+    )
+
+
 async def _carry(
     agent_box: Sandbox,
     fresh: Sandbox,
     before: Manifest,
     scratch: Path,
+    trial_dir: Path,
     state: _TrialState,
 ) -> bool:
     """The agent's change into the fresh sandbox; False when it scored 0 instead."""
     try:
         after = await take_manifest(agent_box, scratch, after_agent=True)
         state.change = diff_manifests(before, after)
-        await carry_change(agent_box, fresh, state.change, before.workdir, scratch)
+        try:
+            await carry_change(agent_box, fresh, state.change, before.workdir, scratch)
+        finally:
+            _write_change_audit(state.change, scratch / "change.tar", trial_dir)
     except ChangeError as exc:
         _agent_caused(state, exc)
         return False
@@ -329,7 +350,7 @@ async def _run_in_sandbox(
             # 4. a fresh sandbox from the task's environment, with the agent's change only
             fresh = make_sandbox(task.sandbox_spec(trial_name=f"{trial_dir.name}-verify"))
             await fresh.start()
-            carried = await _carry(agent_box, fresh, before, scratch, state)
+            carried = await _carry(agent_box, fresh, before, scratch, trial_dir, state)
             await agent_box.stop()  # nothing of it reaches the verifier
             # 5. the verifier, in the fresh sandbox
             if carried:
