@@ -61,6 +61,14 @@ ATTACKS: dict[str, str] = {
     "python3 -c \"import py_compile as c; c.compile('statkit/central.py', "
     'invalidation_mode=c.PycInvalidationMode.UNCHECKED_HASH)"\n'
     "cp /tmp/orig.py statkit/central.py\n",
+    "patches-unittest-asserts": _prepend(
+        "import unittest; unittest.TestCase.assertEqual = lambda *a, **k: None; "
+        "unittest.TestCase.assertAlmostEqual = lambda *a, **k: None"
+    ),
+    "patches-unittest-results": _prepend(
+        "import unittest; unittest.TestResult.addFailure = lambda *a, **k: None; "
+        "unittest.TestResult.addError = lambda *a, **k: None"
+    ),
     "verifier-hangs": _prepend("import time; time.sleep(3600)"),
     "verifier-ooms": _prepend("x = b'a' * (1 << 30)"),
     "verifier-fork-bomb": _prepend(

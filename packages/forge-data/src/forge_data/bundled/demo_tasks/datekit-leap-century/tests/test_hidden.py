@@ -7,11 +7,17 @@ import os
 import sys
 import unittest
 
-sys.path.append(os.environ.get("FORGE_WORKSPACE", "/workspace"))
+# the code under test runs in a worker process (_remote.py, beside this file): nothing it
+# does can reach these assertions or the result lines the harness reads
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import datetime
 
-from datekit import date_range, days_in_month, is_leap_year
+from _remote import load
+
+date_range, days_in_month, is_leap_year = load(
+    "datekit", "date_range", "days_in_month", "is_leap_year"
+)
 
 
 class FailToPass(unittest.TestCase):

@@ -7,9 +7,13 @@ import os
 import sys
 import unittest
 
-sys.path.append(os.environ.get("FORGE_WORKSPACE", "/workspace"))
+# the code under test runs in a worker process (_remote.py, beside this file): nothing it
+# does can reach these assertions or the result lines the harness reads
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from textkit import slugify, truncate
+from _remote import load
+
+slugify, truncate = load("textkit", "slugify", "truncate")
 
 
 class FailToPass(unittest.TestCase):
