@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from forge_sandbox import LocalSandbox, SandboxSpec, load_task, run_job
-from forge_sandbox._testlist import check_listed, listed_tests
-from forge_sandbox._transfer import (
+from forge_sandbox.verify._testlist import check_listed, listed_tests
+from forge_sandbox.verify._transfer import (
     Change,
     ChangeError,
     Entry,

@@ -32,7 +32,6 @@ config="k8s.toml")` (forge_sandbox.kubernetes: one pod per trial) or `open_backe
 
 from forge_sandbox._agents import AgentRun, run_agent, run_nop, run_oracle
 from forge_sandbox._backends import open_backend
-from forge_sandbox._change_audit import CHANGE_AUDIT_RULES
 from forge_sandbox._errors import (
     AddTestsDirError,
     AgentTimeoutError,
@@ -57,7 +56,6 @@ from forge_sandbox._errors import (
     VerifierPidsLimitError,
     VerifierTimeoutError,
 )
-from forge_sandbox._evidence import Evidence, find_evidence
 from forge_sandbox._job import JobSummary, Progress, run_job, trial_name_for
 from forge_sandbox._probe import Probe
 from forge_sandbox._protocol import Sandbox, SandboxFactory
@@ -72,11 +70,13 @@ from forge_sandbox._trial import (
     reward_of,
     run_trial,
 )
-from forge_sandbox._verifier import VerifierResult, parse_rewards, run_verifier
 from forge_sandbox.local._cgroup_detect import detect_cgroups
 from forge_sandbox.local._cgroups import CgroupLimits
 from forge_sandbox.local._doctor import run_doctor
 from forge_sandbox.local._sandbox import LocalSandbox
+from forge_sandbox.verify._audit import CHANGE_AUDIT_RULES
+from forge_sandbox.verify._evidence import Evidence, find_evidence
+from forge_sandbox.verify._verifier import VerifierResult, parse_rewards, run_verifier
 
 __all__ = [
     "AddTestsDirError",

@@ -35,7 +35,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forge_gates import atomic_write_json
 from forge_sandbox._agents import AGENT_VERSION, AgentName, run_agent
-from forge_sandbox._change_audit import AUDIT_SCHEMA, audit_change
 from forge_sandbox._errors import (
     AddTestsDirError,
     AgentTimeoutError,
@@ -48,7 +47,9 @@ from forge_sandbox._errors import (
 from forge_sandbox._protocol import Sandbox, SandboxFactory
 from forge_sandbox._spec import KillReport, SandboxSpec
 from forge_sandbox._task import HarborTask, task_checksum
-from forge_sandbox._transfer import (
+from forge_sandbox.local._sandbox import LocalSandbox
+from forge_sandbox.verify._audit import AUDIT_SCHEMA, audit_change
+from forge_sandbox.verify._transfer import (
     Change,
     ChangeError,
     Manifest,
@@ -56,8 +57,7 @@ from forge_sandbox._transfer import (
     diff_manifests,
     take_manifest,
 )
-from forge_sandbox._verifier import VerifierResult, run_verifier
-from forge_sandbox.local._sandbox import LocalSandbox
+from forge_sandbox.verify._verifier import VerifierResult, run_verifier
 
 TRIAL_SCHEMA = "forge-sandbox/trial@1"
 ENVIRONMENT_IMPORT_PATH = "forge_sandbox.harbor:LocalSandboxEnvironment"

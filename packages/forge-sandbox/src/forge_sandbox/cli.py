@@ -25,13 +25,13 @@ from forge_sandbox._job import run_job
 from forge_sandbox._spec import SandboxSpec
 from forge_sandbox._task import discover_tasks, load_task
 from forge_sandbox._trial import reward_of
-from forge_sandbox._verifier import run_verifier
 from forge_sandbox.images._cli import add_parsers as add_images_parsers
 from forge_sandbox.images._cli import run_images
 from forge_sandbox.local._bwrap import find_tools
 from forge_sandbox.local._cgroup_detect import detect_cgroups
 from forge_sandbox.local._doctor import run_doctor
 from forge_sandbox.local._sandbox import LocalSandbox
+from forge_sandbox.verify._verifier import run_verifier
 
 EXIT_OK, EXIT_UNEXPECTED, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
 

@@ -35,10 +35,11 @@ from forge_sandbox._errors import (
     VerifierPidsLimitError,
     VerifierTimeoutError,
 )
-from forge_sandbox._evidence import EVIDENCE_FIX, Evidence, find_evidence
 from forge_sandbox._protocol import Sandbox
+from forge_sandbox._spec import ExecResult
 from forge_sandbox._task import HarborTask
-from forge_sandbox._testlist import TestReport, check_listed, listed_tests
+from forge_sandbox.verify._evidence import EVIDENCE_FIX, Evidence, find_evidence
+from forge_sandbox.verify._testlist import TestReport, check_listed, listed_tests
 
 REWARD_JSON = "/logs/verifier/reward.json"
 REWARD_TXT = "/logs/verifier/reward.txt"
@@ -158,6 +159,63 @@ def _no_evidence(rewards: dict[str, float | int], truncated: bool) -> VerifierNo
     )
 
 
+def _check_run(run: ExecResult, sandbox: Sandbox, timeout: float) -> None:
+    """A run that did not finish as written (timeout, OOM, pids, SIGXFSZ) has no reward."""
+    if run.timed_out:
+        raise VerifierTimeoutError(
+            f"verifier: expected tests/test.sh to finish within {timeout:g} s; found it still "
+            "running (killed with its process tree); fix: raise the verifier timeout "
+            "(--verifier-timeout, or [verifier] timeout_sec in task.toml)"
+        )
+    if run.oom_killed:
+        raise VerifierOOMError(
+            f"verifier: expected tests/test.sh to run to completion; found a process of it "
+            f"OOM-killed at the sandbox's {sandbox.spec.memory_mb} MiB memory limit (exit "
+            f"{run.exit_code}): any reward it wrote first is not trusted; fix: raise the "
+            "task's memory_mb, or see what filled memory (/tmp is charged to it)"
+        )
+    if run.pids_limit_hit:
+        raise VerifierPidsLimitError(
+            f"verifier: expected tests/test.sh to run to completion; found a process of it "
+            f"refused a fork or thread at the sandbox's pids_max={sandbox.spec.pids_max} "
+            f"(exit {run.exit_code}): any reward it wrote is not trusted; fix: raise the "
+            "sandbox's pids_max (SandboxSpec.pids_max), or see what the tests spawn"
+        )
+    if run.file_size_limit_hit:
+        raise VerifierFileSizeLimitError(
+            f"verifier: expected tests/test.sh to run to completion; found it killed by "
+            f"SIGXFSZ, a file written past file_size_mb={sandbox.spec.file_size_mb} (exit "
+            f"{run.exit_code}): any reward it wrote is not trusted; fix: raise the sandbox's "
+            "file_size_mb, or see what the tests write"
+        )
+
+
+def _grade_listed(
+    task: HarborTask,
+    run: ExecResult,
+    sandbox: Sandbox,
+    rewards: dict[str, float | int],
+    out: Path,
+) -> tuple[TestReport | None, dict[str, float | int]]:
+    """The listed tests' report (None when the task lists none) and the rewards: all 0 unless
+    every listed test was seen passing; a cut output cannot be trusted (no verdict)."""
+    ids = listed_tests(task.path)
+    if not ids:
+        return None, rewards
+    report = check_listed(ids, run.stdout, run.stderr)
+    atomic_write_json(
+        out / "listed-tests.json", {"schema_version": TESTS_SCHEMA, **report.model_dump()}
+    )
+    if run.output_truncated:
+        raise VerifierNoEvidenceError(
+            f"verifier: expected every result line of the task's {len(ids)} listed "
+            f"tests in test.sh's output; found it cut at max_output_bytes="
+            f"{sandbox.spec.max_output_bytes} (a flood can hide failing lines): no "
+            "verdict; fix: raise the sandbox's max_output_bytes, or make the tests quieter"
+        )
+    return report, rewards if report.all_passed else {name: 0.0 for name in rewards}
+
+
 async def run_verifier(
     sandbox: Sandbox,
     task: HarborTask,
@@ -201,33 +259,7 @@ async def run_verifier(
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "test-stdout.txt", run.stdout)
         atomic_write_text(out / "test-stderr.txt", run.stderr)
-        if run.timed_out:
-            raise VerifierTimeoutError(
-                f"verifier: expected tests/test.sh to finish within {timeout:g} s; found it still "
-                "running (killed with its process tree); fix: raise the verifier timeout "
-                "(--verifier-timeout, or [verifier] timeout_sec in task.toml)"
-            )
-        if run.oom_killed:
-            raise VerifierOOMError(
-                f"verifier: expected tests/test.sh to run to completion; found a process of it "
-                f"OOM-killed at the sandbox's {sandbox.spec.memory_mb} MiB memory limit (exit "
-                f"{run.exit_code}): any reward it wrote first is not trusted; fix: raise the "
-                "task's memory_mb, or see what filled memory (/tmp is charged to it)"
-            )
-        if run.pids_limit_hit:
-            raise VerifierPidsLimitError(
-                f"verifier: expected tests/test.sh to run to completion; found a process of it "
-                f"refused a fork or thread at the sandbox's pids_max={sandbox.spec.pids_max} "
-                f"(exit {run.exit_code}): any reward it wrote is not trusted; fix: raise the "
-                "sandbox's pids_max (SandboxSpec.pids_max), or see what the tests spawn"
-            )
-        if run.file_size_limit_hit:
-            raise VerifierFileSizeLimitError(
-                f"verifier: expected tests/test.sh to run to completion; found it killed by "
-                f"SIGXFSZ, a file written past file_size_mb={sandbox.spec.file_size_mb} (exit "
-                f"{run.exit_code}): any reward it wrote is not trusted; fix: raise the sandbox's "
-                "file_size_mb, or see what the tests write"
-            )
+        _check_run(run, sandbox, timeout)
         # 4. /logs/verifier -> out, then 5. the reward
         try:
             await sandbox.download("/logs/verifier", out)
@@ -243,21 +275,7 @@ async def run_verifier(
                 out / "evidence.json", {"schema_version": EVIDENCE_SCHEMA, **evidence.model_dump()}
             )
         # 7. a task that lists its tests: each must be seen passing on the pipe we read
-        report = None
-        if ids := listed_tests(task.path):
-            report = check_listed(ids, run.stdout, run.stderr)
-            atomic_write_json(
-                out / "listed-tests.json", {"schema_version": TESTS_SCHEMA, **report.model_dump()}
-            )
-            if run.output_truncated:
-                raise VerifierNoEvidenceError(
-                    f"verifier: expected every result line of the task's {len(ids)} listed "
-                    f"tests in test.sh's output; found it cut at max_output_bytes="
-                    f"{sandbox.spec.max_output_bytes} (a flood can hide failing lines): no "
-                    "verdict; fix: raise the sandbox's max_output_bytes, or make the tests quieter"
-                )
-            if not report.all_passed:
-                rewards = {name: 0.0 for name in rewards}
+        report, rewards = _grade_listed(task, run, sandbox, rewards, out)
     return VerifierResult(
         evidence=evidence,
         tests=report,

@@ -22,7 +22,7 @@ import re
 import tarfile
 from pathlib import Path
 
-from forge_sandbox._transfer import Change
+from forge_sandbox.verify._transfer import Change
 
 AUDIT_SCHEMA = "forge-sandbox/change-audit@1"
 CHANGE_AUDIT_RULES = (
