@@ -65,9 +65,13 @@ def test_swe_bench_rows_become_adapter_layout_folders(tmp_path: Path) -> None:
         "tests/grade.py",
         "tests/test.sh",
     ]
-    assert (folder / "environment" / "Dockerfile").read_text() == (
+    dockerfile = (folder / "environment" / "Dockerfile").read_text()
+    assert dockerfile.startswith(
         "FROM swebench/sweb.eval.x86_64.pallets_1776_flask-5014:latest\nWORKDIR /testbed\n"
-    )
+        "# forge-data import: test files as of the task to /opt/forge/pristine, history cut\n"
+        "RUN set -eu; \\\n"
+    )  # the history cut: test_import_history.py
+    assert f"source={SWE_BENCH_ROW['base_commit']}; \\\n" in dockerfile
     assert os.access(folder / "tests" / "test.sh", os.X_OK)
     assert os.access(folder / "solution" / "solve.sh", os.X_OK)
     assert SWE_BENCH_ROW["patch"] in (folder / "solution" / "solve.sh").read_text()
@@ -77,9 +81,10 @@ def test_swe_bench_rows_become_adapter_layout_folders(tmp_path: Path) -> None:
     # testbed (laude-institute/harbor adapters/swebench/utils.py get_test_commands; swesmith
     # 0.0.6 swesmith/profiles/python.py PythonProfile.test_cmd)
     assert "source /opt/miniconda3/bin/activate && conda activate testbed" in test_sh
-    # the test patch's pre-images reset to base_commit (adapters/swebench/utils.py)
-    reset = f"git checkout -q {SWE_BENCH_ROW['base_commit']} -- tests/test_blueprints.py\n"
-    assert reset in test_sh
+    # what the test patch touches reset to base_commit (adapters/swebench/utils.py), from the
+    # copies the image build saved before cutting the history
+    assert "for path in tests/test_blueprints.py tests/test_new.py; do rm -rf" in test_sh
+    assert "git checkout" not in test_sh
     # read back by Forge's own readers, as Harbor's adapters' folders are
     config, warns = read_task_config(folder / "task.toml")
     assert (config.memory_mb, config.storage_mb, config.verifier_timeout_s) == (4096, 10240, 3000)
@@ -96,9 +101,9 @@ def test_swe_bench_rows_become_adapter_layout_folders(tmp_path: Path) -> None:
 def test_swe_bench_test_sh_resets_what_the_test_patch_touches_then_applies_it(
     tmp_path: Path,
 ) -> None:
-    """As laude-institute/harbor adapters/swebench/utils.py get_test_commands: tracked files the
-    test patch changes go back to base_commit, untracked ones it creates are removed, then it
-    applies, whatever the agent did to them. Run for real on a scratch repository."""
+    """As laude-institute/harbor adapters/swebench/utils.py get_test_commands: files the test
+    patch changes go back to base_commit, ones it creates are removed, then it applies, whatever
+    the agent did to them. Run for real on a scratch repository, its history cut first."""
     repo = tmp_path / "testbed"
     (repo / "tests").mkdir(parents=True)
     (repo / "tests" / "test_blueprints.py").write_text("old = 1\n")
@@ -107,14 +112,21 @@ def test_swe_bench_test_sh_resets_what_the_test_patch_touches_then_applies_it(
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "base"], check=True)
     base = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    row = dict(SWE_BENCH_ROW, base_commit=base.stdout.strip())
+    pristine = str(tmp_path / "pristine")
+    # the image build: test files saved, history cut (the Dockerfile's last RUN, lines joined)
+    dockerfile = fd.task_files("swebench", row)["environment/Dockerfile"][0]
+    cut = dockerfile.replace("\\\n", "").splitlines()[-1].removeprefix("RUN ")
+    build = subprocess.run(
+        ["sh", "-c", cut.replace("/opt/forge/pristine", pristine)], cwd=repo, capture_output=True
+    )
+    assert build.returncode == 0, build.stderr
     (repo / "tests" / "test_blueprints.py").write_text("agent was here\n")
     (repo / "tests" / "test_new.py").write_text("agent's own file\n")
-    row = dict(SWE_BENCH_ROW, base_commit=base.stdout.strip())
     script = fd.task_files("swebench", row)["tests/test.sh"][0]
     setup = script.split('echo ">>>>> Start Test Output"')[0]
-    setup = "\n".join(
-        line for line in setup.replace("/testbed", str(repo)).splitlines() if "conda" not in line
-    )
+    setup = setup.replace("/testbed", str(repo)).replace("/opt/forge/pristine", pristine)
+    setup = "\n".join(line for line in setup.splitlines() if "conda" not in line)
     run = subprocess.run(["bash", "-c", setup], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert (repo / "tests" / "test_blueprints.py").read_text() == "old = 1\nnew = 2\n"
@@ -134,18 +146,22 @@ def test_same_rows_give_byte_identical_folders_whatever_the_column_order(tmp_pat
 def test_swe_smith_row_uses_its_image_branch_and_reverses_the_bug(tmp_path: Path) -> None:
     fd.import_rows("swesmith", _rows(tmp_path / "r.jsonl", SWE_SMITH_ROW), tmp_path / "t")
     folder = tmp_path / "t" / SWE_SMITH_ROW["instance_id"]
-    assert (folder / "environment" / "Dockerfile").read_text() == (
+    dockerfile = (folder / "environment" / "Dockerfile").read_text()
+    assert dockerfile.startswith(
         "FROM jyangballin/swesmith.x86_64.john-kurkowski_1776_tldextract.3d1bf184\n"
         "WORKDIR /testbed\n"
         f"RUN git fetch && git checkout {SWE_SMITH_ROW['instance_id']}\n"
+        "# forge-data import: test files as of the task to /opt/forge/pristine, history cut\n"
     )
     # SWE-smith's `patch` introduces the bug: the adapter's oracle applies it reversed
     # (laude-institute/harbor adapters/swesmith/template/solution/solve.sh: git apply --reverse)
     assert "git apply -v -R -" in (folder / "solution" / "solve.sh").read_text()
     # the adapter's test.sh: `git checkout <id>; git checkout HEAD~1; <test_cmd>`, the parent
-    # of the branch tip holding the tests (adapters/swesmith/adapter.py)
+    # of the branch tip holding the tests (adapters/swesmith/adapter.py): saved by the image
+    # build before the history is cut, restored from there
     test_sh = (folder / "tests/test.sh").read_text()
-    assert "git checkout -q HEAD~1 -- tests/main_test.py" in test_sh
+    assert "for path in tests/main_test.py; do rm -rf" in test_sh
+    assert "source=$(git rev-parse -q --verify 'HEAD~1^{commit}'" in dockerfile
     assert "conda activate testbed" in test_sh  # swesmith/profiles/python.py test_cmd
     task = fd.read_harbor_task(folder)
     assert task.repository == "john-kurkowski/tldextract"

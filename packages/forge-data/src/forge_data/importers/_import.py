@@ -124,7 +124,7 @@ def task_files(kind: Kind, row: dict[str, Any]) -> dict[str, tuple[str, int]]:
     return {
         "task.toml": (task_toml(kind, row, repo), 0o644),
         "instruction.md": (instruction_md(row), 0o644),
-        "environment/Dockerfile": (dockerfile(kind, row), 0o644),
+        "environment/Dockerfile": (dockerfile(kind, row, tests), 0o644),
         "tests/config.json": (json.dumps(row, indent=2, sort_keys=True, default=str) + "\n", 0o644),
         "tests/test.sh": (test_sh(kind, row, tests), 0o755),
         "tests/grade.py": (GRADE_PY, 0o644),

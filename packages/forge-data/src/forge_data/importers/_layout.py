@@ -26,7 +26,14 @@ on the test patch's modules, SymPy (`sympy/sympy`, bare `test_x` ids) through `b
 tests its runner cannot select gets a test.sh that exits 2 without a reward: an infrastructure
 error of the verifier, never a reward 0. SWE-bench / SWE-Gym: as the adapters'
 `get_test_commands`, the files the test patch touches are reset to `base_commit` (the ones it
-creates removed when untracked) before it is applied.
+creates removed) before it is applied; SWE-smith: the test files are reset to the instance
+branch's parent (the adapter's `git checkout HEAD~1`).
+
+The agent never sees the repository's history: the fix of a SWE-bench row sits in commits after
+`base_commit` that the published images keep (`git log --all`), and a SWE-smith branch's parent
+holds the clean code. The Dockerfile's last step (`cut_history_sh`) keeps the test files as of
+the task in `/opt/forge/pristine`, then replaces the history by one root commit of the checked-out
+tree and prunes every other object; test.sh restores the test files from there, not from git.
 """
 
 from __future__ import annotations
@@ -39,6 +46,19 @@ from typing import Any, Literal
 Kind = Literal["swebench", "swesmith", "swegym"]
 KINDS: tuple[Kind, ...] = ("swebench", "swesmith", "swegym")
 PATCH_END = "FORGE_PATCH_END"
+PRISTINE = "/opt/forge/pristine"  # tree/<path>: test files as of the task; absent: paths it lacked
+_FIXED_IDENTITY = (  # one tree, one root commit id: the images stay deterministic
+    "GIT_AUTHOR_NAME=Forge GIT_AUTHOR_EMAIL=forge@localhost GIT_AUTHOR_DATE='@946684800 +0000' "
+    "GIT_COMMITTER_NAME=Forge GIT_COMMITTER_EMAIL=forge@localhost "
+    "GIT_COMMITTER_DATE='@946684800 +0000'"
+)
+_GIT_LEFTOVERS = (  # what in .git names or keeps commits besides refs, reflogs and packs
+    "ORIG_HEAD FETCH_HEAD MERGE_HEAD MERGE_MSG MERGE_MODE AUTO_MERGE CHERRY_PICK_HEAD REVERT_HEAD "
+    "REBASE_HEAD BISECT_HEAD BISECT_LOG BISECT_START BISECT_EXPECTED_REV BISECT_NAMES BISECT_TERMS "
+    "BISECT_ANCESTORS_OK COMMIT_EDITMSG SQUASH_MSG TAG_EDITMSG rebase-merge rebase-apply sequencer "
+    "rr-cache worktrees remotes branches packed-refs logs shallow info/grafts info/refs "
+    "objects/info/commit-graph objects/info/commit-graphs objects/pack/multi-pack-index"
+)
 TASK_TOML = """\
 version = "1.0"
 
@@ -200,21 +220,9 @@ def test_sh(kind: Kind, row: dict[str, Any], tests: list[str]) -> str:
         "import: no testbed conda env in the image: no reward (an infrastructure error, not a "
         "score)' >&2; exit 2; }"
     )
+    lines += restore_sh(pristine_paths(kind, row, tests)).splitlines()
     test_patch = str(row.get("test_patch") or "")
-    files = test_files(tests) or _test_patch_files(row)
-    if kind == "swesmith":  # the instance branch hides the tests its parent commit has
-        lines.append(f"git checkout -q HEAD~1 -- {' '.join(files)}")
-    elif not test_patch:
-        lines.append(f"git checkout -q {row['base_commit']} -- {' '.join(files)} 2>/dev/null")
-    else:  # the adapters' get_test_commands: reset what the test patch touches, then apply it
-        tracked, touched = patch_paths(test_patch)
-        if tracked:
-            lines.append(f"git checkout -q {row['base_commit']} -- {_quoted(tracked)}")
-        if touched:
-            lines.append(
-                f'for path in {_quoted(touched)}; do if [ -e "$path" ] && ! git ls-files '
-                '--error-unmatch -- "$path" >/dev/null 2>&1; then rm -rf -- "$path"; fi; done'
-            )
+    if kind != "swesmith" and test_patch:  # the adapters' get_test_commands: then apply it
         lines.append(_patch_block("git apply -v -", test_patch).rstrip("\n"))
     lines += [
         'echo ">>>>> Start Test Output"',
@@ -234,11 +242,135 @@ def solve_sh(kind: Kind, row: dict[str, Any]) -> str:
     return head + _patch_block(command, str(row["patch"]))
 
 
-def dockerfile(kind: Kind, row: dict[str, Any]) -> str:
+def dockerfile(kind: Kind, row: dict[str, Any], tests: list[str]) -> str:
+    """environment/Dockerfile: the published image, then its history cut (`cut_history_sh`, one
+    RUN: each of its lines is a whole command, joined by `;` across continuation lines)."""
     lines = [f"FROM {published_image(kind, row)}", "WORKDIR /testbed"]
     if kind == "swesmith":  # the adapter's: the instance's branch holds the bug
         lines.append(f"RUN git fetch && git checkout {row['instance_id']}")
+    lines.append(f"# forge-data import: test files as of the task to {PRISTINE}, history cut")
+    lines.append("RUN " + "; \\\n    ".join(cut_history_sh(kind, row, tests).splitlines()))
     return "\n".join(lines) + "\n"
+
+
+def pristine_paths(kind: Kind, row: dict[str, Any], tests: list[str]) -> list[str]:
+    """The files test.sh resets to the task's start: every path the test patch touches
+    (SWE-bench / SWE-Gym, as the adapters' get_test_commands), else the tests' files."""
+    test_patch = str(row.get("test_patch") or "")
+    if kind != "swesmith" and test_patch:
+        return patch_paths(test_patch)[1]
+    return test_files(tests) or _test_patch_files(row)
+
+
+def _fail(expected: str, found: str, fix: str) -> str:
+    """A shell group that explains the failure on stderr and fails the image build."""
+    message = f"forge-data import: expected {expected}; found {found}; fix: {fix}"
+    return f'{{ echo "{message}" >&2; exit 1; }}'
+
+
+def _start(kind: Kind, row: dict[str, Any]) -> list[str]:
+    """Lines setting $source (the commit the test files come from) and $branch, checked."""
+    if kind == "swesmith":  # the instance branch's parent holds the tests (and the clean code)
+        check = _fail(
+            "the row's instance branch checked out, its parent (HEAD~1) holding the tests",
+            "no HEAD~1",
+            "check out the instance branch (git checkout INSTANCE_ID) before this step",
+        )
+        return [
+            "source=$(git rev-parse -q --verify 'HEAD~1^{commit}' || true)",
+            f'[ -n "$source" ] || {check}',
+            "branch=main",  # the instance branch's own name names the kind of bug
+        ]
+    base = str(row["base_commit"])
+    check = _fail(
+        f"$(pwd) checked out at base_commit {base}",
+        "HEAD ${head:-missing}",
+        "build FROM the image published for this row (its repository sits at base_commit)",
+    )
+    return [
+        f"source={shlex.quote(base)}",
+        "head=$(git rev-parse -q --verify 'HEAD^{commit}' || true)",
+        f'[ "$head" = "$source" ] || {check}',
+        "branch=$(git symbolic-ref -q --short HEAD || echo main)",
+    ]
+
+
+def cut_history_sh(kind: Kind, row: dict[str, Any], tests: list[str]) -> str:
+    """POSIX sh, run as root in /testbed when the image is built, one whole command a line.
+
+    Keeps the test files as of the task under PRISTINE (`tree/<path>`; `absent` lists those it
+    lacked), then leaves one root commit of HEAD's tree (fixed identity and date: one tree, one
+    commit id), no other ref, reflog, remote, leftover state file or object. The working tree
+    and the index stay as they are (the root commit's tree is HEAD's: `git status` is unchanged).
+    """
+    paths = pristine_paths(kind, row, tests)
+    save = (  # through a scratch index: the repository's own index is never touched
+        f'for path in {_quoted(paths)}; do if git cat-file -e "$source:$path" 2>/dev/null; '
+        'then GIT_INDEX_FILE="$pristine/index" git --work-tree="$pristine/tree" checkout -q '
+        '"$source" -- "$path"; else printf \'%s\\n\' "$path" >>"$pristine/absent"; fi; done'
+    )
+    not_cut = _fail(
+        "1 commit, 1 ref and no unreachable object once the history is cut",
+        "$commits commits, $refs refs, unreachable: ${left:-none}",
+        "report it: this repository keeps objects the cut does not reach",
+    )
+    lines = [
+        "set -eu",
+        "git rev-parse --is-inside-work-tree >/dev/null 2>&1 || "
+        + _fail("a git repository in $(pwd)", "none", "build FROM the row's published image"),
+        "gitdir=$(git rev-parse --absolute-git-dir)",
+        *_start(kind, row),
+        # 1. the test files as of the task, outside the repository
+        f"pristine={shlex.quote(PRISTINE)}",
+        'rm -rf "$pristine"; mkdir -p "$pristine/tree"; : >"$pristine/absent"',
+        *([save] if paths else []),
+        'rm -f "$pristine/index"; chmod -R a+rX "$pristine"',
+        # 2. one root commit of HEAD's tree; every ref, reflog, remote and leftover gone
+        f"commit=$({_FIXED_IDENTITY} git -c commit.gpgSign=false commit-tree -m 'Start of the "
+        "task (earlier history removed)' \"$(git rev-parse 'HEAD^{tree}')\")",
+        "git for-each-ref --format='delete %(refname)' | git update-ref --no-deref --stdin",
+        'git remote | while IFS= read -r name; do git config --remove-section "remote.$name"; done',
+        "git config --name-only --get-regexp '^branch\\.' | sed 's/\\.[^.]*$//' | sort -u | "
+        'while IFS= read -r section; do git config --remove-section "$section"; done',
+        "git reflog expire --expire=now --expire-unreachable=now --all",
+        "rm -rf -- " + " ".join(f'"$gitdir"/{name}' for name in _GIT_LEFTOVERS.split()),
+        'git -c core.logAllRefUpdates=false update-ref "refs/heads/$branch" "$commit"',
+        'git -c core.logAllRefUpdates=false symbolic-ref HEAD "refs/heads/$branch"',
+        # 3. every object that neither the commit nor the index needs, pruned
+        'rm -f -- "$gitdir"/objects/pack/*.keep',
+        "git repack -a -d -f -q",  # without -l: objects borrowed through alternates come in
+        'rm -f -- "$gitdir/objects/info/alternates" "$gitdir/objects/info/http-alternates"',
+        "git prune --expire=now",
+        "git gc -q --prune=now",
+        # 4. measured: one commit object, one ref, nothing unreachable
+        "commits=$(git cat-file --batch-all-objects --batch-check='%(objecttype)' "
+        "| grep -c '^commit$' || true)",
+        "refs=$(git for-each-ref | wc -l)",
+        "left=$(git fsck --connectivity-only --unreachable --no-reflogs --no-progress "
+        "2>/dev/null) || left='git fsck failed'",
+        f'[ "$commits" -eq 1 ] && [ "$refs" -eq 1 ] && [ -z "$left" ] || {not_cut}',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def restore_sh(paths: list[str]) -> str:
+    """test.sh's reset (bash, in /testbed): each path back as of the task from PRISTINE, or
+    removed where the task's start lacked it. No saved copies: exit 2, no reward (not a 0)."""
+    if not paths:
+        return ""
+    rebuild = "build the image from this task's environment/Dockerfile: no reward (an "
+    rebuild += "infrastructure error, not a score)"
+    return "\n".join([
+        f"pristine={shlex.quote(PRISTINE)}",
+        '[ -f "$pristine/absent" ] || { echo "forge-data import: expected the test files as of '
+        f'the task in $pristine (saved by the image build); found none; fix: {rebuild}" >&2; '
+        "exit 2; }",
+        f'for path in {_quoted(paths)}; do rm -rf -- "$path"; if [ -e "$pristine/tree/$path" ] '
+        '|| [ -L "$pristine/tree/$path" ]; then mkdir -p -- "$(dirname -- "$path")" && cp -a -- '
+        '"$pristine/tree/$path" "$path" || exit 2; elif ! grep -qxF -- "$path" '
+        '"$pristine/absent"; then echo "forge-data import: expected $path saved or recorded '
+        f'absent in $pristine; found neither; fix: {rebuild}" >&2; exit 2; fi; done',
+    ]) + "\n"  # fmt: skip
 
 
 def task_toml(kind: Kind, row: dict[str, Any], repository: str) -> str:
