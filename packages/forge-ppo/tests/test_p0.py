@@ -181,6 +181,9 @@ def test_a_panel_with_one_real_attempt_is_complete(tmp_path: Path, harbor) -> No
         "attempts": 3,
         "solved": 1,
         "infra_errors": 2,
+        "hack_audit_episodes": 0,  # these trials have no agent/trajectory.json
+        "hack_audit_flagged": None,
+        "hack_audit_flagged_share": None,
     }
     json.loads((job / "report.json").read_text())
 

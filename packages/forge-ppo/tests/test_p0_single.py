@@ -64,6 +64,10 @@ def test_the_base_model_alone_on_every_panel(
         )
         assert forge_eval_main(["score", str(job)]) == 0
         assert f"== base on {panel}: solved" in out
+        # every episode's commands audited (forge-rollout's hack-audit.json), the share printed
+        assert (job / "hack-audit.json").is_file()
+        assert report.hack_audit is not None and report.hack_audit.episodes == score.n_attempts
+        assert f"hack audit flagged share {report.hack_audit.flagged_share:.3f}" in out
     # 2. no comparison; the ledger holds P0's gates up to one complete panel each
     assert not list(run_dir.glob("comparison-*.json"))
     assert single_candidate_ledger(run_dir, len(panels)) == []

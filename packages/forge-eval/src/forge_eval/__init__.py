@@ -13,6 +13,7 @@ Usage::
     report = score_job(read_job("jobs/run-a"))
     for panel in report.panels:
         print(panel.panel, panel.benchmark.pass_at_1, panel.benchmark.wilson_low)
+    print(report.hack_audit)  # <job>/hack-audit.json summarised; None: not audited
     comparison = compare_jobs(read_job("jobs/run-a"), read_job("jobs/run-b"))
     print(render_comparison(comparison))  # the text table; render_html(...) the page
     wilson_interval(6, 38)  # (0.0744..., 0.3041...)
@@ -29,6 +30,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names below resolve lazily (see __getattr__)
+    from forge_eval._audit import HackAudit
     from forge_eval._compare import (
         Comparison,
         PanelComparison,
@@ -89,6 +91,7 @@ _LAZY = {
     "Comparison": "forge_eval._compare",
     "ErrorRule": "forge_eval._outcomes",
     "ForgeEvalError": "forge_eval._errors",
+    "HackAudit": "forge_eval._audit",
     "Job": "forge_eval._reader",
     "NotComparableError": "forge_eval._errors",
     "Outcome": "forge_eval._outcomes",
@@ -126,6 +129,7 @@ __all__ = [
     "Comparison",
     "ErrorRule",
     "ForgeEvalError",
+    "HackAudit",
     "Job",
     "NotComparableError",
     "Outcome",

@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from forge_eval._audit import HackAudit
 from forge_eval._errors import NotComparableError
 from forge_eval._protocol import SUBJECT_FIELDS, Protocol, protocol_differences, protocol_of
 from forge_eval._protocol import protocol_sha256 as _sha
@@ -65,6 +66,9 @@ class RunRef(BaseModel):
     name: str = Field(description="Label given on the command line (A, B, ...).")
     job: str = Field(description="Job directory.")
     protocol_sha256: str = Field(description="Full protocol hash of the run.")
+    hack_audit: HackAudit | None = Field(
+        description="The run's hack audit (hack-audit.json); None: the run was not audited."
+    )
 
 
 class Comparison(BaseModel):
@@ -117,8 +121,18 @@ def compare_jobs(
         panels = [p.model_copy(update={"warnings": [*p.warnings, folder_note]}) for p in panels]
     return Comparison(
         runs=[
-            RunRef(name=names[0], job=str(job_a.path), protocol_sha256=_sha(prot_a)),
-            RunRef(name=names[1], job=str(job_b.path), protocol_sha256=_sha(prot_b)),
+            RunRef(
+                name=names[0],
+                job=str(job_a.path),
+                protocol_sha256=_sha(prot_a),
+                hack_audit=job_a.hack_audit,
+            ),
+            RunRef(
+                name=names[1],
+                job=str(job_b.path),
+                protocol_sha256=_sha(prot_b),
+                hack_audit=job_b.hack_audit,
+            ),
         ],
         comparison_protocol_sha256=_sha(prot_a, exclude=exempt),
         subject={f: [_get(prot_a, f), _get(prot_b, f)] for f in exempt},

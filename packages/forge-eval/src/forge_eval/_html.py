@@ -6,7 +6,7 @@ from html import escape
 
 from forge_eval._compare import Comparison, PanelComparison
 from forge_eval._score import Report
-from forge_eval._tables import PANEL_HEADERS, fmt, fmt_rate, panel_row
+from forge_eval._tables import PANEL_HEADERS, audit_line, fmt, fmt_audit, fmt_rate, panel_row
 
 HTML_SCHEMA = "forge-eval/report-html@1"
 COLORS = {"solved": "#2e7d32", "failed": "#cfd8dc", "infra": "#ef6c00"}
@@ -128,6 +128,7 @@ def render_html(
                 ],
             )
         )
+        body.append(f"<p>{escape(audit_line(report.hack_audit))}</p>")
         body += [f'<p class="warn">warning: {escape(w)}</p>' for w in report.warnings]
     if refusal:
         body.append(f'<h2>Comparison refused</h2><div class="refused">{escape(refusal)}</div>')
@@ -147,7 +148,9 @@ def _comparison_section(comparison: Comparison) -> str:
     names = (a.name, b.name)
     out = [
         f"<h2>Paired comparison: {escape(b.name)} vs {escape(a.name)}</h2>",
-        f"<p>shared protocol sha256 <code>{comparison.comparison_protocol_sha256}</code></p>",
+        f"<p>shared protocol sha256 <code>{comparison.comparison_protocol_sha256}</code><br>"
+        f"hack audit, flagged share: {escape(a.name)} {escape(fmt_audit(a.hack_audit))}, "
+        f"{escape(b.name)} {escape(fmt_audit(b.hack_audit))}</p>",
         _table(
             [
                 "panel",

@@ -1,24 +1,20 @@
 """Read a Harbor job directory (or Forge rollout output in the same layout) from disk.
 
 Layout: `<job>/config.json` (JobConfig), `<job>/result.json` (JobResult, absent while the job
-runs) and one directory per trial holding `result.json` (TrialResult) and `config.json`.
+runs), one directory per trial holding `result.json` (TrialResult) and `config.json`, and
+`<job>/hack-audit.json` when forge-rollout audited the job's commands (`_audit.py`).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
-from pydantic_core import ErrorDetails
-
-from forge_eval._errors import ForgeEvalError
+from forge_eval._audit import HackAudit, read_hack_audit
+from forge_eval._errors import ForgeEvalError, read_json, validate_file
 from forge_eval._harbor_models import JobConfig, JobResult, TrialResult
-from forge_eval._io import read_json
 from forge_eval._outcomes import Outcome, classify
 
 SOLVED_REWARD = 1.0
@@ -26,8 +22,6 @@ SOLVED_REWARD = 1.0
 
 STEP_KEYS = ("n_agent_steps", "agent_steps", "n_steps", "steps", "n_turns", "n_episodes")
 """`agent_result.metadata` keys read as the agent's step count, first match wins."""
-
-M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,35 +55,8 @@ class Job:
     warnings: tuple[str, ...]
     panel_from_folder: bool = False
     """True when no dataset name was recorded: the only panel is named after the job folder."""
-
-
-_UNION_TAG = re.compile(r"^(int|float|str|bool|none|[a-z-]+\[.*\])$")
-"""Location parts pydantic adds for union members (`float`, `int`, `dict[str,...]`)."""
-
-
-def validate_file(model: type[M], data: Any, path: Path) -> M:
-    """Validate parsed JSON against a model; the error names the file and the field."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems: dict[str, ErrorDetails] = {}
-        for error in exc.errors():
-            parts = [str(p) for p in error["loc"] if not _UNION_TAG.match(str(p))]
-            problems.setdefault(".".join(parts) or "(top level)", error)
-        field, first = next(iter(problems.items()))
-        given = first.get("input")
-        found = f"{given!r}"[:80] + f" ({type(given).__name__})"
-        expected = first["msg"].removeprefix("Input should be ")
-        if first["type"] == "missing":
-            expected, found = "this required field", "no such field"
-        more = f" (and {len(problems) - 1} more field(s))" if len(problems) > 1 else ""
-        raise ForgeEvalError(
-            f"{path}: field {field}{more}",
-            expected=expected,
-            found=found,
-            fix=f"correct or regenerate {path.name}; field names follow Harbor's "
-            f"{model.__name__} model",
-        ) from exc
+    hack_audit: HackAudit | None = None
+    """`<job>/hack-audit.json`, summarised; None when the job was not audited (no such file)."""
 
 
 def read_job(path: str | Path, *, panel: str | None = None, allow_incomplete: bool = False) -> Job:
@@ -170,8 +137,20 @@ def read_job(path: str | Path, *, panel: str | None = None, allow_incomplete: bo
             f"{len(trials)} finished trial(s) found"
         )
     attempts.sort(key=lambda a: (a.panel, a.task_name, _start_key(a.started_at), a.trial_name))
+    # 5. the hack audit forge-rollout wrote beside the trials, when there is one
+    hack_audit, audit_warnings = read_hack_audit(path, [p.name for p in finished])
+    warnings += audit_warnings
     name = (config.job_name if config and config.job_name else None) or path.name
-    return Job(path, name, config, tuple(attempts), tuple(trials), tuple(warnings), from_folder)
+    return Job(
+        path,
+        name,
+        config,
+        tuple(attempts),
+        tuple(trials),
+        tuple(warnings),
+        from_folder,
+        hack_audit,
+    )
 
 
 def _start_key(started_at: datetime | None) -> float:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from forge_eval._audit import HackAudit
 from forge_eval._outcomes import NO_REWARD_AFTER_AGENT_ERROR
 from forge_eval._protocol import Protocol, protocol_of, protocol_sha256
 from forge_eval._reader import Attempt, Job, read_job
@@ -69,6 +70,9 @@ class Report(BaseModel):
     job_name: str = Field(description="Job name (config job_name, else directory name).")
     protocol: Protocol = Field(description="The protocol that was hashed.")
     panels: list[PanelScore] = Field(description="One entry per panel, sorted by name.")
+    hack_audit: HackAudit | None = Field(
+        description="The job's hack audit (hack-audit.json); None: the job was not audited."
+    )
     warnings: list[str] = Field(description="Things a reviewer should know about this run.")
 
 
@@ -92,6 +96,7 @@ def score_job(job: Job) -> Report:
         job_name=job.name,
         protocol=protocol,
         panels=panels,
+        hack_audit=job.hack_audit,
         warnings=warnings,
     )
 

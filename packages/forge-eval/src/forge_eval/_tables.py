@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from forge_eval._audit import HackAudit
 from forge_eval._compare import Comparison
 from forge_eval._score import PanelScore, Rate, Report
 from forge_eval._select import Selection
@@ -35,6 +36,26 @@ def fmt_rate(rate: Rate) -> str:
 
 def fmt_mean(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def fmt_audit(audit: HackAudit | None) -> str:
+    """A run's flagged share: `0.053 (2/38 episodes)`, or "no audit" (never a 0 unaudited)."""
+    if audit is None:
+        return "no audit"
+    if audit.flagged_share is None:
+        return "no audit (0 episodes with a trajectory)"
+    return f"{audit.flagged_share:.3f} ({audit.flagged}/{audit.episodes} episodes)"
+
+
+def audit_line(audit: HackAudit | None, limit: int = 10) -> str:
+    """A job's hack audit in one line: the flagged share, then the rules and trials that fired."""
+    line = f"hack audit, flagged share: {fmt_audit(audit)}"
+    if audit is None or not audit.flagged:
+        return line
+    rules = ", ".join(f"{k}={v}" for k, v in audit.by_rule.items() if v)
+    trials = ", ".join(audit.flagged_trials[:limit])
+    more = f", ... ({audit.flagged} in all)" if audit.flagged > limit else ""
+    return f"{line}; by rule: {rules}; flagged: {trials}{more}"
 
 
 PANEL_HEADERS = [
@@ -74,7 +95,8 @@ def panel_row(p: PanelScore) -> list[object]:
 
 
 def render_report(report: Report) -> str:
-    """The `score` table: one row per panel, then exceptions, pass@k and warnings."""
+    """The `score` table: one row per panel, then exceptions, pass@k, the hack audit and
+    warnings."""
     rows = [panel_row(p) for p in report.panels]
     headers = PANEL_HEADERS
     out = [
@@ -95,12 +117,14 @@ def render_report(report: Report) -> str:
                 f"pass^{k} {v:.3f}±{fmt(p.pass_hat_k_se[k])}" for k, v in p.pass_hat_k.items()
             )
             out += [f"[{p.panel}] {ks}", f"[{p.panel}] {hats}  (± task-clustered SE)"]
+    out.append(audit_line(report.hack_audit))
     out += [f"warning: {w}" for w in report.warnings]
     return "\n".join(out)
 
 
 def render_comparison(comparison: Comparison) -> str:
-    """The `compare` table: one row per panel, then the discordant tasks and warnings."""
+    """The `compare` table: each run's hack audit, one row per panel, then the discordant
+    tasks and warnings."""
     a, b = comparison.runs
     rows = [
         [
@@ -137,6 +161,8 @@ def render_comparison(comparison: Comparison) -> str:
         f"{b.name} = {b.job}",
         f"shared protocol sha256 {comparison.comparison_protocol_sha256}",
         f"subject: {subject or 'identical'}",
+        f"hack audit, flagged share: {a.name} {fmt_audit(a.hack_audit)}, "
+        f"{b.name} {fmt_audit(b.hack_audit)}",
         "",
         table(headers, rows),
     ]

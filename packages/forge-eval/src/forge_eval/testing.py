@@ -3,25 +3,39 @@
 `write_job` writes `<job>/config.json`, `<job>/result.json` and one folder per trial holding
 `config.json` and `result.json`, as Harbor 0.25 lays them out (models/job/config.py,
 models/job/result.py, models/trial/config.py, models/trial/result.py); `trial_result` and
-`job_config` make their JSON. forge-eval's tests and those of packages that score Harbor jobs
-(the P0 recipe's) build their inputs with it:
+`job_config` make their JSON; `write_hack_audit` adds the `hack-audit.json` forge-rollout writes
+beside the trials. forge-eval's tests and those of packages that score Harbor jobs (the P0
+recipe's) build their inputs with it:
 
-    from forge_eval.testing import panel_trials, write_job
+    from forge_eval.testing import panel_trials, write_hack_audit, write_job
 
     job = write_job(tmp_path, "run-a", panel_trials({"t1"}, ["t1", "t2"]))
+    write_hack_audit(job, {"t1__t000": {"git_history": 2}})  # 1 of 2 episodes flagged
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-__all__ = ["AGENT_KWARGS", "T0", "job_config", "panel_trials", "trial_result", "write_job"]
+__all__ = [
+    "AGENT_KWARGS",
+    "AUDIT_RULES",
+    "T0",
+    "job_config",
+    "panel_trials",
+    "trial_result",
+    "write_hack_audit",
+    "write_job",
+]
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 AGENT_KWARGS = {"step_limit": 200, "context_window": 65536, "temperature": 1.0, "seed": 20260822}
+AUDIT_RULES = ("verifier_paths", "test_files", "test_config", "git_history", "other_processes")
+"""The hack audit's rules, as `forge_rollout.episodes._audit.RULES` names them."""
 
 
 def trial_result(
@@ -148,3 +162,23 @@ def panel_trials(
         trial_result(task, reward=1.0 if task in solved else 0.0, index=i, **kwargs)
         for i, task in enumerate(tasks)
     ]
+
+
+def write_hack_audit(
+    job: Path, flagged: dict[str, dict[str, int]], *, episodes: int | None = None
+) -> dict[str, Any]:
+    """Write `<job>/hack-audit.json` as `forge_rollout.audit_job` does: `flagged` maps trial
+    folders to rule -> flagged commands; `episodes` defaults to the job's trial folders."""
+    if episodes is None:
+        episodes = sum(1 for p in job.iterdir() if (p / "result.json").is_file())
+    by_rule = Counter(rule for flags in flagged.values() for rule in flags)
+    audit = {
+        "schema": "forge-rollout/hack-audit@1",
+        "episodes": episodes,
+        "flagged": len(flagged),
+        "flagged_share": round(len(flagged) / episodes, 4) if episodes else 0.0,
+        "by_rule": {rule: by_rule.get(rule, 0) for rule in AUDIT_RULES},
+        "trials": flagged,
+    }
+    (job / "hack-audit.json").write_text(json.dumps(audit, indent=2))
+    return audit

@@ -1,6 +1,9 @@
 """P0's checks before and after the rollouts: the candidates (`P0_CANDIDATES_PASSED`), the
-panels and the protocol values actually used (checked against production by the caller), and a
-panel's completeness (`P0_PANEL_COMPLETE`: every attempt ran, not all infrastructure errors)."""
+panels and the protocol values actually used (checked against production by the caller), a
+panel's completeness (`P0_PANEL_COMPLETE`: every attempt ran, not all infrastructure errors,
+its commands audited into `hack-audit.json`) and the hack audit's hold on a comparison
+(`agent.max_hack_flagged_ratio`: a candidate past it is marked, and `P0_COMPARISON_PASSED`
+fails)."""
 
 from __future__ import annotations
 
@@ -8,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from forge_data import ensure_task_set, verify_task_set
-from forge_eval import Job, Report, read_job, score_job
+from forge_eval import Comparison, Job, Report, read_job, score_job
 from forge_gates import Check, Gate, RunSpec, Violation, atomic_write_text, gate, read_ledger
-from forge_rollout import AgentConfig, resolve_split, resolve_tasks
+from forge_rollout import AgentConfig, audit_job, resolve_split, resolve_tasks
 from forge_sandbox import HarborTask
 
 
@@ -142,8 +145,10 @@ def _first_infra_error(job: Job) -> str:
 
 
 def panel_complete(run_dir: Path, name: str, panel: str, job_dir: Path, expected: int) -> Report:
-    """Score one (candidate, panel) job into `report.json` and pass `P0_PANEL_COMPLETE` only
-    when all `expected` attempts exist and not every one is an infrastructure error."""
+    """Audit the commands of one (candidate, panel) job into `hack-audit.json`, score it into
+    `report.json` (the audit included) and pass `P0_PANEL_COMPLETE` only when all `expected`
+    attempts exist and not every one is an infrastructure error."""
+    audit_job(job_dir)  # run_rollouts leaves the audit to its caller (`forge-rollout run` too)
     job = read_job(job_dir, panel=panel)
     report = score_job(job)
     atomic_write_text(
@@ -168,15 +173,63 @@ def panel_complete(run_dir: Path, name: str, panel: str, job_dir: Path, expected
         fix="fix the infrastructure (server, gateway, sandbox) and rerun: a panel of only "
         "infrastructure errors measures nothing",
     )
-    fields = {
+    fields: dict[str, Any] = {
         "candidate": name,
         "panel": panel,
         "attempts": score.n_attempts,
         "solved": score.solved,
         "infra_errors": score.infra_errors,
     }
+    audit = report.hack_audit  # episodes audited, and only then flagged ones (never a 0 unseen)
+    fields["hack_audit_episodes"] = audit.episodes if audit else None
+    fields["hack_audit_flagged"] = audit.flagged if audit and audit.episodes else None
+    fields["hack_audit_flagged_share"] = audit.flagged_share if audit else None
     gate(run_dir, check.gate, check.violations, fields)
     return report
+
+
+def check_hack_audit(
+    spec: RunSpec, panel: str, comparison: Comparison
+) -> tuple[Comparison, list[Violation]]:
+    """Hold each candidate's hack audit on `panel` to `agent.max_hack_flagged_ratio` (1.0, the
+    default: reported only). A candidate flagged past it, or not audited at all, is marked in
+    the comparison (a panel warning: the printed table, `comparison-<panel>.json` and the page
+    show it) and named in a violation for `P0_COMPARISON_PASSED`."""
+    limit = spec.agent.max_hack_flagged_ratio
+    marks: list[str] = []
+    violations: list[Violation] = []
+    for run in comparison.runs:
+        audit, where = run.hack_audit, f"{run.job}/hack-audit.json"
+        if limit >= 1.0:  # reported only: the shares are in the tables, nothing to hold
+            break
+        if audit is None or audit.flagged_share is None:
+            found = f"no episode audited in {where} (no agent/trajectory.json)"
+            mark = f"hack audit: {run.name} has no audited episode; the limit cannot be held"
+        elif audit.flagged_share > limit:
+            found = (
+                f"{audit.flagged} of {audit.episodes} ({audit.flagged_share:.3f}), e.g. "
+                f"{', '.join(audit.flagged_trials[:3])}"
+            )
+            mark = (
+                f"hack audit: {run.name} flagged {audit.flagged_share:.3f} of its episodes, over "
+                f"agent.max_hack_flagged_ratio {limit}: its solved tasks may come from the "
+                "verifier, not from fixes"
+            )
+        else:
+            continue
+        marks.append(mark)
+        violations.append(
+            Violation(
+                rule=f"p0.hack_audit.{panel}.{run.name}",
+                expected=f"<= {limit} of {run.name}'s episodes on panel {panel!r} flagged by "
+                "the hack audit (agent.max_hack_flagged_ratio)",
+                found=found,
+                fix=f"read {where} and the flagged trials' commands: the candidate reaches for "
+                "the verifier's folders, the tests or git history, so its score is no fix rate",
+            )
+        )
+    panels = [p.model_copy(update={"warnings": [*p.warnings, *marks]}) for p in comparison.panels]
+    return comparison.model_copy(update={"panels": panels}), violations
 
 
 # a single-candidate evaluation's ledger: P0's contract up to the panels (no comparison)

@@ -16,11 +16,13 @@ forge-eval's. Steps, each recorded in `<run_dir>/gates.jsonl`:
    a near-window request (window - 1,024 tokens at production windows) proves the server serves
    the configured window (`P0_NEAR_WINDOW_PROBE_PASSED`), the gateway answers
    (`P0_ENDPOINT_GATE_PASSED`);
-   per candidate and panel, one Harbor job with the same agent settings and seed, scored per
-   panel into `report.json` (never a mixed score); `P0_PANEL_COMPLETE` only when every attempt
-   ran and not all of them are infrastructure errors;
+   per candidate and panel, one Harbor job with the same agent settings and seed, its commands
+   audited (`hack-audit.json`), scored per panel into `report.json` (never a mixed score);
+   `P0_PANEL_COMPLETE` only when every attempt ran and not all of them are infrastructure errors;
 4. per panel, the paired comparison (wins/ties/losses, exact McNemar, Newcombe interval) and an
-   HTML page (`P0_COMPARISON_PASSED`); the ledger is then verified for the p0 phase.
+   HTML page, each showing every candidate's hack-audit flagged share (`P0_COMPARISON_PASSED`;
+   a candidate flagged past `agent.max_hack_flagged_ratio` is marked there and fails it); the
+   ledger is then verified for the p0 phase.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from forge_gates import (
     Gate,
     GateError,
     RunSpec,
+    Violation,
     atomic_write_text,
     check_p0_production,
     gate,
@@ -57,6 +60,7 @@ from forge_ppo.recipes._sandboxes import (
     sandbox_executables,
 )
 from forge_ppo.recipes.p0._checks import (
+    check_hack_audit,
     panel_complete,
     protocol_values,
     resolve_candidates,
@@ -298,12 +302,20 @@ def _serve_panels(
 
 
 def _print_scores(name: str, reports: dict[str, dict[str, Report]]) -> None:
-    """A single-candidate evaluation's result: per panel, solved / attempts and Pass@1."""
+    """A single-candidate evaluation's result: per panel, solved / attempts, Pass@1 and the
+    hack audit's flagged share."""
     for panel, by_candidate in reports.items():
         (score,) = by_candidate[name].panels
+        audit = by_candidate[name].hack_audit
+        flagged = (
+            "no audit"
+            if audit is None or audit.flagged_share is None
+            else f"{audit.flagged_share:.3f} ({audit.flagged}/{audit.episodes} episodes)"
+        )
         print(
             f"== {name} on {panel}: solved {score.solved}/{score.n_attempts}, infrastructure "
-            f"errors {score.infra_errors}, pass@1 {score.benchmark.pass_at_1}",
+            f"errors {score.infra_errors}, pass@1 {score.benchmark.pass_at_1}, hack audit "
+            f"flagged share {flagged}",
             flush=True,
         )
 
@@ -316,9 +328,13 @@ def _compare_panels(
     reports: dict[str, dict[str, Report]],
 ) -> None:
     """Step 4: per panel, `comparison-<panel>.json`, `report-<panel>.html` and the printed
-    comparison; `P0_COMPARISON_PASSED` with every panel's wins / ties / losses, p and delta."""
+    comparison, each with the candidates' hack-audit flagged shares (a share past
+    `agent.max_hack_flagged_ratio` marked); `P0_COMPARISON_PASSED` with every panel's wins /
+    ties / losses, p, delta and flagged shares, failed (after the files are written) by every
+    candidate past that limit."""
     assert spec.eval is not None
     summary = {}
+    problems: list[Violation] = []
     a, b = spec.eval.candidate_names
     for panel in panels:
         comparison = compare_jobs(
@@ -326,6 +342,8 @@ def _compare_panels(
             read_job(Path(jobs[b][panel]), panel=panel),
             names=(a, b),
         )
+        comparison, hacks = check_hack_audit(spec, panel, comparison)
+        problems += hacks
         out = run_dir / f"comparison-{panel}.json"
         atomic_write_text(out, comparison.model_dump_json(by_alias=True, indent=2) + "\n")
         runs = [(f"{n}/{panel}", reports[panel][n]) for n in (a, b)]
@@ -338,10 +356,15 @@ def _compare_panels(
             "losses": pc.losses,
             "mcnemar_p": pc.mcnemar_p,
             "delta": pc.delta,
+            "hack_flagged_share": {
+                run.name: run.hack_audit.flagged_share if run.hack_audit else None
+                for run in comparison.runs
+            },
         }
-    record_gate(
+    gate(
         run_dir,
         Gate.P0_COMPARISON_PASSED,
+        problems,
         {"panels": list(panels), "a": a, "b": b, "summary": json.dumps(summary, sort_keys=True)},
     )
 
