@@ -229,9 +229,11 @@ class AgentSpec(_Frozen):
         default=1.0,
         ge=0.0,
         le=1.0,
-        description="Max share of an update's episodes the hack audit flags (forge_rollout."
-        "audit_job: the verifier's folders, test files or config, git history, other "
-        "processes); past it the run stops (fail closed). 1.0: reported only.",
+        description="Max share of an update's episodes (and of a P0 checkpoint's eval episodes) "
+        "the hack audit flags (forge_rollout.audit_job: the agent's commands and its change "
+        "reaching for the verifier's folders, test files or config, git history, other "
+        "processes, the test framework); past it the run stops and P0_COMPARISON_PASSED fails "
+        "(fail closed). 1.0: reported only.",
     )
 
 

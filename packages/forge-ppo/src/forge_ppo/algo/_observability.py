@@ -110,6 +110,11 @@ class EpisodeOutcome(BaseModel):
     success: bool = Field(description="The verifier passed (reward at its success value).")
     timed_out: bool = Field(default=False, description="The agent hit its time or step limit.")
     error: bool = Field(default=False, description="Infrastructure error (never scored as 0).")
+    agent_caused: bool = Field(
+        default=False,
+        description="A failure the agent's own actions caused (a limit its commands hit, a "
+        "verifier that failed on its change): scored 0 by forge-sandbox, never dropped.",
+    )
     action_tokens: int = Field(ge=0, description="Policy-generated tokens in the episode.")
     agent_steps: int = Field(ge=0, description="Agent turns (model calls) in the episode.")
 

@@ -122,11 +122,16 @@ def episode_outcomes(job_dirs: list[Path]) -> list[EpisodeOutcome]:
                 success=reward is not None and reward >= 1,
                 timed_out="Timeout" in kind or meta.get("exit_status") == "LimitsExceeded",
                 error=reward is None,
+                agent_caused=reward is not None and kind in AGENT_CAUSED,
                 action_tokens=int((trial.get("agent_result") or {}).get("n_output_tokens") or 0),
                 agent_steps=int(meta.get("n_steps") or 0),
             )
         )
     return outcomes
+
+
+AGENT_CAUSED = ("AgentCausedFailure", "AgentResourceLimitError")
+"""Exception types of failures the agent's own actions caused (forge-sandbox scores them 0)."""
 
 
 def rollout_metrics(episodes: list[EpisodeOutcome]) -> dict[str, float]:
@@ -135,6 +140,8 @@ def rollout_metrics(episodes: list[EpisodeOutcome]) -> dict[str, float]:
     metrics = {
         "rollout/episodes": float(len(episodes)),
         "rollout/errors": float(sum(e.error for e in episodes)),
+        "rollout/infra_error_rate": sum(e.error for e in episodes) / max(len(episodes), 1),
+        "rollout/agent_caused_failures": float(sum(e.agent_caused for e in episodes)),
         "rollout/timeouts": float(sum(e.timed_out for e in episodes)),
         "rollout/success_rate": sum(e.success for e in episodes) / max(len(episodes), 1),
         "rollout/agent_steps_mean": sum(e.agent_steps for e in episodes) / max(len(episodes), 1),
