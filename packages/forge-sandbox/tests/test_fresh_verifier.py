@@ -221,3 +221,14 @@ def test_a_verifier_failure_on_a_change_scores_0_labelled(make_task, tmp_path) -
     (trial,) = [json.loads(p.read_text()) for p in (tmp_path / "job").glob("*/result.json")]
     assert trial["exception_info"]["exception_message"].startswith("RewardFileNotFoundError")
     assert trial["verifier_environment_mode"] == "fresh"
+
+
+def test_the_verifier_sandbox_runs_as_the_verifier_user(make_task) -> None:
+    toml = 'version = "1.0"\n[agent]\nuser = "2000"\n[verifier]\nuser = "root"\n'
+    task = load_task(make_task("users", "true\n", toml=toml))
+    assert (task.sandbox_spec().uid, task.sandbox_spec().user) == (2000, None)
+    assert task.verifier_spec().user == "root"
+    plain = load_task(
+        make_task("plain", "true\n", toml='version = "1.0"\n[agent]\nuser = "2000"\n')
+    )
+    assert plain.verifier_spec() == plain.sandbox_spec()

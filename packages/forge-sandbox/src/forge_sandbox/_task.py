@@ -120,6 +120,16 @@ class HarborTask(BaseModel):
         return SandboxSpec(**fields)
 
 
+    def verifier_spec(self, **overrides: Any) -> SandboxSpec:
+        """The fresh verifier sandbox's spec: the agent's, run as `[verifier] user` when the
+        task names one (Harbor's verifier user), else as the agent's user."""
+        spec = self.sandbox_spec(**overrides)
+        if self.config.verifier_user is None:
+            return spec
+        fields = _user_fields(self.config.verifier_user)
+        return SandboxSpec(**(spec.model_dump() | {"user": None} | fields))
+
+
 def _user_fields(user: str | None) -> dict[str, Any]:
     """task.toml's user as spec fields: `UID` or `UID:GID` (non-zero) sets uid/gid, which every
     backend honours; a name (or root) is the Docker backend's `user`."""

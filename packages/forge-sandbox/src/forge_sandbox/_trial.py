@@ -348,7 +348,7 @@ async def _run_in_sandbox(
                 _agent_caused(state, exc)
                 return
             # 4. a fresh sandbox from the task's environment, with the agent's change only
-            fresh = make_sandbox(task.sandbox_spec(trial_name=f"{trial_dir.name}-verify"))
+            fresh = make_sandbox(task.verifier_spec(trial_name=f"{trial_dir.name}-verify"))
             await fresh.start()
             carried = await _carry(agent_box, fresh, before, scratch, trial_dir, state)
             await agent_box.stop()  # nothing of it reaches the verifier
