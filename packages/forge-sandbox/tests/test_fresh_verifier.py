@@ -228,7 +228,24 @@ def test_the_verifier_sandbox_runs_as_the_verifier_user(make_task) -> None:
     task = load_task(make_task("users", "true\n", toml=toml))
     assert (task.sandbox_spec().uid, task.sandbox_spec().user) == (2000, None)
     assert task.verifier_spec().user == "root"
+    assert "workdir" not in task.verifier_spec().model_fields_set  # the image's WORKDIR stays
     plain = load_task(
         make_task("plain", "true\n", toml='version = "1.0"\n[agent]\nuser = "2000"\n')
     )
     assert plain.verifier_spec() == plain.sandbox_spec()
+
+
+def test_only_the_reward_file_the_tasks_scripts_name_is_read(tmp_path: Path) -> None:
+    from forge_sandbox.verify._verifier import parse_rewards, reward_files_named
+
+    tests, logs = tmp_path / "tests", tmp_path / "logs"
+    tests.mkdir()
+    logs.mkdir()
+    (tests / "test.sh").write_text("run; echo 0 > /logs/verifier/reward.txt\n")
+    (logs / "reward.txt").write_text("0\n")
+    (logs / "reward.json").write_text('{"reward": 1}')  # planted by the code under test
+    assert reward_files_named(tests) == {"reward.txt"}
+    assert parse_rewards(logs, reward_files_named(tests)) == {"reward": 0.0}
+    (tests / "grade.py").write_text("open('/logs/verifier/reward.json', 'w')\n")
+    assert reward_files_named(tests) == frozenset()  # both named: Harbor's order
+    assert parse_rewards(logs, reward_files_named(tests)) == {"reward": 1}

@@ -119,15 +119,14 @@ class HarborTask(BaseModel):
         fields.update(overrides)
         return SandboxSpec(**fields)
 
-
     def verifier_spec(self, **overrides: Any) -> SandboxSpec:
         """The fresh verifier sandbox's spec: the agent's, run as `[verifier] user` when the
         task names one (Harbor's verifier user), else as the agent's user."""
         spec = self.sandbox_spec(**overrides)
         if self.config.verifier_user is None:
             return spec
-        fields = _user_fields(self.config.verifier_user)
-        return SandboxSpec(**(spec.model_dump() | {"user": None} | fields))
+        # model_copy keeps which fields were set (an unset workdir stays the image's WORKDIR)
+        return spec.model_copy(update={"user": None} | _user_fields(self.config.verifier_user))
 
 
 def _user_fields(user: str | None) -> dict[str, Any]:

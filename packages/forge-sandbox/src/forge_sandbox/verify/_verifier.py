@@ -98,9 +98,26 @@ def _check_range(where: str, value: float) -> None:
         )
 
 
-def parse_rewards(verifier_dir: Path) -> dict[str, float | int]:
-    """Read `reward.json` (first) or `reward.txt` from a copied /logs/verifier folder."""
+def reward_files_named(tests_dir: Path) -> frozenset[str]:
+    """The reward files the task's own tests/ scripts name (reward.json, reward.txt): when
+    they name only one, only that one is read, so a reward.json the code under test plants
+    beside a test.sh that writes reward.txt is not read first. Empty: Harbor's order."""
+    named: set[str] = set()
+    for path in sorted(tests_dir.rglob("*")):
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= 1 << 20:
+            text = path.read_bytes()
+            named |= {name for name in ("reward.json", "reward.txt") if name.encode() in text}
+    return frozenset(named) if len(named) == 1 else frozenset()
+
+
+def parse_rewards(verifier_dir: Path, only: frozenset[str] = frozenset()) -> dict[str, float | int]:
+    """Read `reward.json` (first) or `reward.txt` from a copied /logs/verifier folder; `only`
+    (a task whose scripts name one of them) reads that one alone."""
     json_path, txt_path = verifier_dir / "reward.json", verifier_dir / "reward.txt"
+    if only == {"reward.txt"}:
+        json_path = verifier_dir / ".reward.json-not-read"
+    elif only == {"reward.json"}:
+        txt_path = verifier_dir / ".reward.txt-not-read"
     if json_path.is_file():
         if json_path.stat().st_size == 0:
             raise RewardFileEmptyError(f"reward file is empty: {json_path}")
@@ -265,7 +282,7 @@ async def run_verifier(
             await sandbox.download("/logs/verifier", out)
         except (SandboxError, OSError) as exc:
             raise DownloadVerifierDirError(f"copying /logs/verifier out failed: {exc}") from exc
-        rewards = parse_rewards(out)
+        rewards = parse_rewards(out, reward_files_named(task.tests_dir))
         # 6. the evidence that the tests ran (a reward without it is no verdict)
         evidence = find_evidence(run.stdout, run.stderr, out)
         if evidence is None and require_evidence:
