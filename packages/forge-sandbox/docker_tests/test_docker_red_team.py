@@ -1,0 +1,75 @@
+"""The red-team attacks (forge_sandbox.testing.red_team) on the Docker backend and on the
+Kubernetes backend (the in-process API server's pods as real containers), the demo task in
+image form (repository at root-owned /testbed, as SWE-bench's images): every attack scores
+exactly 0.0 and the real fix 1. The full list runs on the local backend (forge-data's
+test_red_team.py); here one attack of each class runs on each backend."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from forge_sandbox import discover_tasks, run_job
+from forge_sandbox.docker import DockerBackend, DockerConfig
+from forge_sandbox.testing.red_team import REAL_FIX, RESOURCE_LIMITS, write_attack_tasks
+
+BASE_IMAGE = os.environ.get("FORGE_DOCKER_BASE", "forge-base:bookworm")
+DEMO_TASKS = Path(__file__).parents[2] / "forge-data/src/forge_data/bundled/demo_tasks"
+SOURCE = DEMO_TASKS / "statkit-median-even"
+CLASSES = [  # one attack of each class
+    "reward-file-guarded",
+    "reward-rewriter-left-running",
+    "verifier-folder-symlinked",
+    "exit-0-at-import",
+    "code-writes-reward",
+    "patches-unittest-asserts",
+    "bytecode-planted",
+    "verifier-hangs",
+    "verifier-ooms",
+    "agent-fills-memory",
+    "agent-kills-init",
+]
+
+
+def _judge(summary: Any) -> None:
+    assert summary.rewards[REAL_FIX] == 1.0, summary.errors.get(REAL_FIX)
+    wrong = {
+        name: (reward, summary.errors.get(name))
+        for name, reward in summary.rewards.items()
+        if name != REAL_FIX and reward != 0.0
+    }
+    assert wrong == {}, f"expected every attack to score exactly 0.0; found {wrong}"
+
+
+@pytest.fixture(scope="module")
+def attack_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("red-team-image")
+    write_attack_tasks(SOURCE, root, names=CLASSES, image=BASE_IMAGE)
+    return root
+
+
+def test_every_attack_class_scores_0_on_docker(
+    api: object, config: DockerConfig, attack_root: Path, tmp_path: Path
+) -> None:
+    tasks = discover_tasks(attack_root)
+    backend = DockerBackend(config, tasks=tasks)
+    try:
+        summary = asyncio.run(
+            run_job(
+                tasks,
+                tmp_path / "job",
+                "oracle",
+                verifier_timeout_s=30,
+                make_sandbox=lambda spec: backend(spec.model_copy(update=RESOURCE_LIMITS)),
+            )
+        )
+    finally:
+        left = backend.list_containers()
+        backend.gc()
+        backend.close()
+    _judge(summary)
+    assert left == [], f"containers left behind: {left}"
