@@ -1,10 +1,11 @@
 """Benchmark: sandbox start/stop time and per-exec overhead against a plain subprocess.
 
 `run()` returns JSON-serialisable numbers (medians in ms, and ratios). Each exec runs the same
-argv both ways, in the same process: through a running LocalSandbox (sh -> setpriv -> nsenter
-into all namespaces + the cgroup leaf -> env -i -> CMD, plus leaf create/remove and OOM
-accounting) and through `subprocess.run`. Probe on this machine kind: about +10 ms per exec for
-a fresh bwrap per command; the long-lived sandbox is the design that pays less.
+argv both ways, in the same process: through a running LocalSandbox (sh -> python: no_new_privs
++ the seccomp filter -> nsenter into all namespaces + the cgroup leaf -> env -i -> CMD, plus leaf
+create/remove and OOM accounting) and through `subprocess.run`. Probe on this machine kind:
+about +10 ms per exec for a fresh bwrap per command; the long-lived sandbox is the design that
+pays less.
 
     python packages/forge-sandbox/bench/bench_sandbox.py      # prints the JSON
 """

@@ -73,3 +73,34 @@ def test_every_attack_class_scores_0_on_docker(
         backend.close()
     _judge(summary)
     assert left == [], f"containers left behind: {left}"
+
+
+def test_every_attack_class_scores_0_on_kubernetes(
+    api: object, attack_root: Path, tmp_path: Path
+) -> None:
+    """Pods of the in-process API server as real containers (runAsNonRoot: the images get the
+    cluster build's chown + USER, as `forge-sandbox images` builds them)."""
+    from forge_sandbox.kubernetes import KubernetesBackend
+    from forge_sandbox.testing._docker_pods import recipes_for
+    from forge_sandbox.testing.kubernetes_api import FakeApiServer
+
+    planned = recipes_for(attack_root, {**DockerConfig.load().rewrites, BASE_IMAGE: BASE_IMAGE})
+    recipes = {ref: recipe for ref, recipe in planned.values()}
+    tasks = discover_tasks(attack_root)
+    with FakeApiServer(runtime="docker", recipes=recipes) as server:
+        images = {task: ref for task, (ref, _) in planned.items()}
+        backend = KubernetesBackend(server.backend_config(images=images))
+        try:
+            summary = asyncio.run(
+                run_job(
+                    tasks,
+                    tmp_path / "job",
+                    "oracle",
+                    verifier_timeout_s=30,
+                    make_sandbox=lambda spec: backend(spec.model_copy(update=RESOURCE_LIMITS)),
+                )
+            )
+        finally:
+            backend.close()
+        assert server.live_pods() == []
+    _judge(summary)

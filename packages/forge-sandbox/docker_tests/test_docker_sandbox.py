@@ -4,6 +4,7 @@ privileges, network, dead containers, labels and gc, cancellation."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -162,3 +163,66 @@ def test_cancelling_a_trial_removes_its_container(backend: DockerBackend) -> Non
 
     run(main())
     assert backend.list_containers() == []
+
+
+# ptrace / process_vm_writev / opening /proc/PID/mem for writing on a target pid, and this
+# process's seccomp mode, by the container's python3 (x86_64 or aarch64): "ok" or the errno
+PTRACE_PROBE = r"""
+import ctypes, errno, json, os, platform, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+nr = {"x86_64": (101, 311), "aarch64": (117, 271)}[platform.machine()]
+def call(number, *args):
+    ctypes.set_errno(0)
+    ret = libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) for a in args])
+    return "ok" if ret >= 0 else errno.errorcode[ctypes.get_errno()]
+class Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+buf = ctypes.create_string_buffer(8)
+local, remote = Iovec(ctypes.cast(buf, ctypes.c_void_p), 8), Iovec(0x10000, 8)
+def main_sleep():  # the container's `sleep infinity`: the oldest one
+    for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            if open(f"/proc/{pid}/cmdline", "rb").read() == b"sleep\0infinity\0":
+                return pid
+        except OSError:
+            pass
+report = {"seccomp": libc.prctl(21, 0, 0, 0, 0)}
+for pid in [main_sleep() if a == "main" else int(a) for a in sys.argv[1:]]:
+    try:
+        open(f"/proc/{pid}/mem", "r+b").close()
+        mem = "ok"
+    except OSError as exc:
+        mem = errno.errorcode[exc.errno]
+    report[pid] = [call(nr[0], 16, pid, 0, 0),  # PTRACE_ATTACH
+                   call(nr[1], pid, ctypes.addressof(local), 1, ctypes.addressof(remote), 1, 0),
+                   mem]
+print(json.dumps(report))
+"""
+
+
+def test_commands_cannot_ptrace_or_write_the_main_processes(backend: DockerBackend) -> None:
+    """The daemon's default profile allows ptrace (kernel >= 4.8): Forge's does not, even on
+    the command's own processes (same uid, as root here); pid 1 (tini) and `sleep infinity`
+    run as config.main_user, so their memory is closed through /proc too."""
+
+    async def main() -> None:
+        async with backend(SPEC) as sandbox:
+            await sandbox.exec(["sh", "-c", f"cat > /tmp/probe.py <<'EOF'\n{PTRACE_PROBE}\nEOF"])
+            result = await sandbox.exec("id -u; sleep 60 & python3 /tmp/probe.py 1 main $!")
+            uid, line = result.stdout.split("\n", 1)
+            report = json.loads(line)
+            assert report.pop("seccomp") == 2, result  # PR_GET_SECCOMP: filter mode
+            sibling = max(report, key=int)
+            assert report.pop(sibling)[:2] == ["EPERM", "EPERM"] and uid == "0"
+            assert list(report.values()) == [["EPERM", "EPERM", "EACCES"]] * 2, report
+            owner = await sandbox.exec(["stat", "-c", "%u", "/proc/1"])
+            assert owner.stdout.strip() == str(backend.config.main_user).split(":")[0], owner
+            status = await sandbox.exec(["grep", "^Seccomp:", "/proc/self/status"])
+            assert status.stdout.split() == ["Seccomp:", "2"]
+            userns = await sandbox.exec("unshare -U true")  # root without caps could, unfiltered
+            assert userns.exit_code != 0 and "Operation not permitted" in userns.stderr
+            tools = await sandbox.exec("python3 -c 'print(6 * 7)' && sh -c 'echo sh'")
+            assert tools.stdout.split() == ["42", "sh"], tools
+
+    run(main())

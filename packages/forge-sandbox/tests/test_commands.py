@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from forge_sandbox import (
 )
 from forge_sandbox._task import TaskConfigWarning
 from forge_sandbox.local._bwrap import (
+    SECCOMP_EXEC,
     Tools,
     bwrap_argv,
     command_argv,
@@ -26,6 +28,7 @@ from forge_sandbox.local._bwrap import (
     join_argv,
     root_binds,
 )
+from forge_sandbox.seccomp import ptrace_filter
 
 TOOLS = Tools(bwrap="/usr/bin/bwrap", nsenter="/usr/bin/nsenter", setpriv="/s", sh="/bin/sh")
 
@@ -60,7 +63,7 @@ def test_storage_mb_makes_workspace_and_tmp_sized_tmpfs_without_a_host_bind() ->
     for target in ("/workspace", "/tmp"):
         at = argv.index(target, argv.index("--tmpfs") + 2) - 1
         assert argv[at - 2 : at + 2] == ["--size", str(8 << 20), "--tmpfs", target]
-    assert argv[-1].startswith("cp -a /.forge-workspace-seed/. /workspace/ && echo ")
+    assert argv[-1].startswith("cp -a /.forge-workspace-seed/. /workspace/ || exit 1; ")
     assert argv.index("--remount-ro") > argv.index("/.forge-workspace-seed")
 
 
@@ -81,13 +84,16 @@ def test_root_binds_host_and_rootfs(tmp_path: Path) -> None:
     assert _pairs(binds, "--ro-bind") == [str(rootfs / n) for n in ("etc", "opt", "usr")]
 
 
-def test_exec_argv_enters_everything_with_no_new_privs() -> None:
+def test_exec_argv_enters_everything_under_the_seccomp_filter() -> None:
     argv = exec_argv(TOOLS, SandboxSpec(), 4242, "/workspace", {"A": "1"}, ["ls", "-l"])
-    assert argv[:3] == ["/s", "--no-new-privs", "--"]
-    assert argv[3:6] == ["/usr/bin/nsenter", "-t", "4242"]
+    # the host's python installs no_new_privs + the filter, then execs nsenter
+    assert argv[:4] == [sys.executable, "-I", "-S", SECCOMP_EXEC]
+    assert bytes.fromhex(argv[4]) == ptrace_filter() and argv[5] == "--"
+    assert argv[6:9] == ["/usr/bin/nsenter", "-t", "4242"]
     for flag in ("-U", "-m", "-u", "-i", "-n", "-p", "-C", "-r"):
         assert flag in argv
-    assert _pairs(argv, "-W") == ["/workspace"] and _pairs(argv, "-S") == ["1000"]
+    nsenter = argv[6:]
+    assert _pairs(nsenter, "-W") == ["/workspace"] and _pairs(nsenter, "-S") == ["1000"]
     assert argv[-6:] == ["/usr/bin/env", "-i", "--", "A=1", "ls", "-l"]
 
 

@@ -6,6 +6,7 @@ The same backend against a real daemon: packages/forge-sandbox/docker_tests (`no
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import tarfile
 from pathlib import Path
@@ -33,8 +34,10 @@ from forge_sandbox.docker import (
     map_docker_error,
 )
 from forge_sandbox.docker._backend import storage_quota_supported
+from forge_sandbox.docker._create import exec_user, workdir
 from forge_sandbox.docker._images import build_context, build_tag, rewrite_dockerfile
 from forge_sandbox.docker._sandbox import owned_by
+from forge_sandbox.seccomp import seccomp_profile
 
 IMAGE_CONFIG = {"User": "", "WorkingDir": "/testbed", "Env": ["PATH=/opt/conda/bin:/usr/bin"]}
 
@@ -50,7 +53,9 @@ def test_a_task_container_has_least_privilege_and_the_task_limits() -> None:
     host = _body(spec)["HostConfig"]
     assert host["Privileged"] is False
     assert host["CapDrop"] == ["ALL"] and host["CapAdd"] == []
-    assert host["SecurityOpt"] == ["no-new-privileges"]
+    no_new_privileges, seccomp = host["SecurityOpt"]
+    assert no_new_privileges == "no-new-privileges"
+    assert json.loads(seccomp.removeprefix("seccomp=")) == seccomp_profile()
     assert host["Init"] is True
     assert host["Memory"] == host["MemorySwap"] == 512 * 1024 * 1024  # no swap escape
     assert host["PidsLimit"] == 99
@@ -68,13 +73,33 @@ def test_network_is_none_unless_the_spec_allows_the_host() -> None:
 
 
 def test_commands_run_as_the_image_user_in_the_image_workdir_unless_told() -> None:
-    body = _body(SandboxSpec())
-    assert (body["User"], body["WorkingDir"]) == ("0", "/testbed")  # no USER: root
-    assert _body(SandboxSpec(), User="app")["User"] == "app"
-    assert _body(SandboxSpec(), WorkingDir="")["WorkingDir"] == "/"
-    told = _body(SandboxSpec(uid=1234, gid=1234, workdir="/src"))
-    assert (told["User"], told["WorkingDir"]) == ("1234:1234", "/src")
-    assert _body(SandboxSpec(), DockerConfig(user="nobody"), User="app")["User"] == "nobody"
+    def command(spec: SandboxSpec, config: DockerConfig | None = None, **image: Any) -> tuple:
+        image_config = {**IMAGE_CONFIG, **image}
+        return exec_user(image_config, spec, config or DockerConfig()), workdir(image_config, spec)
+
+    assert command(SandboxSpec()) == ("0", "/testbed")  # no USER: root
+    assert command(SandboxSpec(), User="app")[0] == "app"
+    assert command(SandboxSpec(), WorkingDir="")[1] == "/"
+    assert command(SandboxSpec(uid=1234, gid=1234, workdir="/src")) == ("1234:1234", "/src")
+    assert command(SandboxSpec(), DockerConfig(user="nobody"), User="app")[0] == "nobody"
+
+
+def test_the_main_process_runs_as_a_uid_no_command_has() -> None:
+    """pid 1 and `sleep infinity` as main_user in /: a command (another uid, no capability)
+    cannot ptrace them or write their memory through /proc/PID/mem. main_user None: as a
+    Kubernetes pod runs them (the commands' user, in their folder)."""
+    cases: list[tuple[SandboxSpec, dict[str, Any]]] = [
+        (SandboxSpec(), {}),
+        (SandboxSpec(uid=1234, gid=1234), {"User": "app"}),
+    ]
+    for spec, image in cases:
+        body = _body(spec, None, **image)
+        assert (body["User"], body["WorkingDir"]) == ("65533:65533", "/")
+        assert body["User"] != exec_user({**IMAGE_CONFIG, **image}, spec, DockerConfig())
+    pod_like = _body(SandboxSpec(), DockerConfig(main_user=None), User="app")
+    assert (pod_like["User"], pod_like["WorkingDir"]) == ("app", "/testbed")
+    with pytest.raises(ValueError, match="main_user"):
+        DockerConfig.model_validate({"main_user": "nobody"})
 
 
 def test_the_image_entrypoint_is_replaced_by_the_sandbox_main_process() -> None:

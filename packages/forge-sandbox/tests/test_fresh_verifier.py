@@ -249,3 +249,15 @@ def test_only_the_reward_file_the_tasks_scripts_name_is_read(tmp_path: Path) -> 
     (tests / "grade.py").write_text("open('/logs/verifier/reward.json', 'w')\n")
     assert reward_files_named(tests) == frozenset()  # both named: Harbor's order
     assert parse_rewards(logs, reward_files_named(tests)) == {"reward": 1}
+
+
+@pytest.mark.usefixtures("isolation")
+def test_an_agent_that_reaches_its_sandboxs_init_scores_0(make_task, tmp_path) -> None:
+    """The init's processes are checked unchanged after the agent (LocalSandbox.check_init):
+    killing or replacing them is the agent's doing, scored 0 and labelled, never dropped."""
+    task = make_task("init", "echo 1 > /logs/verifier/reward.txt\n", solve_sh="pkill sleep; true\n")
+    summary = asyncio.run(run_job([load_task(task)], tmp_path / "job", "oracle"))
+    assert summary.rewards == {"init": 0.0}
+    assert summary.errors == {"init": "AgentCausedFailure"}
+    (trial,) = [json.loads(p.read_text()) for p in (tmp_path / "job").glob("*/result.json")]
+    assert "SandboxInitChangedError" in trial["exception_info"]["exception_message"]

@@ -176,7 +176,8 @@ def test_timeout_kills_the_whole_tree_and_leaves_no_process() -> None:
     slow, before, after, listing = run(main())
     assert slow.timed_out and slow.exit_code == 124 and 0.9 < slow.duration_s < 5
     assert after == before, "only the sandbox's init processes remain"
-    assert sorted(listing.stdout.split()) == ["bwrap", "ps", "sleep"]  # init's sleep, ps itself
+    # the init (pid 1's reaping sh and its sleep) and ps itself
+    assert sorted(listing.stdout.split()) == ["ps", "sh", "sleep"]
 
 
 def test_state_persists_between_execs_and_stop_leaves_nothing() -> None:
@@ -316,7 +317,7 @@ def test_cancelled_exec_kills_its_tree() -> None:
     before, after, listing = run(main())
     assert after == before
     # names only: the state column carries the priority too (`SN` under `nice`)
-    assert sorted(listing.stdout.split()) == ["bwrap", "ps", "sleep"]
+    assert sorted(listing.stdout.split()) == ["ps", "sh", "sleep"]
 
 
 def test_kill_processes_frees_the_limits_and_keeps_init_and_files(tmp_path: Path) -> None:

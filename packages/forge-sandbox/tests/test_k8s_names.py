@@ -60,7 +60,9 @@ def test_rendered_pod_carries_every_security_field() -> None:
     assert (
         "runAsUser" not in spec["securityContext"]
     )  # the image's USER (non-root, kubelet-checked)
-    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    forge_profile = {"type": "Localhost", "localhostProfile": "forge/seccomp.json"}
+    assert spec["securityContext"]["seccompProfile"] == forge_profile  # not RuntimeDefault
+    assert container["securityContext"]["seccompProfile"] == forge_profile  # it overrides
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["privileged"] is False
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}

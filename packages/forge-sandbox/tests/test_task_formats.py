@@ -12,7 +12,8 @@ import pytest
 
 from forge_sandbox import TaskLayoutError, discover_tasks, load_task, run_job
 from forge_sandbox.cli import main
-from forge_sandbox.docker import DockerConfig, create_body
+from forge_sandbox.docker import DockerConfig
+from forge_sandbox.docker._create import exec_user, workdir
 
 SWE_BENCH_TOML = """\
 [metadata]
@@ -151,15 +152,11 @@ def test_the_tasks_workdir_reaches_the_sandbox_else_the_images_own(tmp_path: Pat
     spec = load_task(named).sandbox_spec()
     assert spec.workdir == "/app/src" and "workdir" in spec.model_fields_set
     image = {"WorkingDir": "/testbed", "User": ""}
-    body = create_body(spec, DockerConfig(), "img", image, storage_opt=False)
-    assert body["WorkingDir"] == "/app/src"
+    assert workdir(image, spec) == "/app/src"  # where the Docker backend's commands run
     (named / "task.toml").write_text('version = "1.0"\n')
     plain = load_task(named).sandbox_spec()
     assert "workdir" not in plain.model_fields_set
-    assert (
-        create_body(plain, DockerConfig(), "img", image, storage_opt=False)["WorkingDir"]
-        == "/testbed"
-    )
+    assert workdir(image, plain) == "/testbed"
 
 
 @pytest.mark.parametrize(
@@ -188,5 +185,4 @@ def test_the_tasks_agent_user_reaches_the_sandbox(
     assert {k: getattr(spec, k) for k in ("uid", "gid", "user") if k in spec.model_fields_set} == (
         fields
     )
-    body = create_body(spec, DockerConfig(), "img", {"User": ""}, storage_opt=False)
-    assert body["User"] == docker_user
+    assert exec_user({"User": ""}, spec, DockerConfig()) == docker_user  # the commands' user

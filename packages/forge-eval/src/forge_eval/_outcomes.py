@@ -100,6 +100,8 @@ ERROR_TABLE: tuple[ErrorRule, ...] = (
     _T("SandboxOOMError", "infra", False, "forge-sandbox",
        "an agent command was OOM-killed at the sandbox's memory limit"),
     _T("TaskLayoutError", "infra", False, "forge-sandbox", "task directory malformed"),
+    _T("SandboxInitChangedError", "infra", False, "forge-sandbox",
+       "the sandbox's init processes changed (a trial scores it 0 as AgentCausedFailure)"),
     _T("VerifierLimitError", "infra", False, "forge-sandbox",
        "the verifier hit a sandbox limit (base class): its reward is not trusted"),
     # the Kubernetes backend and the image pipeline (each a SandboxError, never reward 0)
@@ -125,6 +127,8 @@ ERROR_TABLE: tuple[ErrorRule, ...] = (
        "the kubelet evicted the pod (node pressure)"),
     _T("PodFailedError", "infra", False, "forge-sandbox.kubernetes",
        "the pod's container ended while the trial still needed it"),
+    _T("SeccompProfileError", "infra", False, "forge-sandbox.kubernetes",
+       "the node lacks Forge's seccomp profile (forge-sandbox k8s seccomp --daemonset)"),
     _T("ExecStreamLostError", "infra", False, "forge-sandbox.kubernetes",
        "the exec websocket dropped before the exit status (never success)"),
     _T("ExecProtocolError", "infra", False, "forge-sandbox.kubernetes",

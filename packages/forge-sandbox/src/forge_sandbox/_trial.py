@@ -47,6 +47,7 @@ from forge_sandbox._errors import (
 from forge_sandbox._protocol import Sandbox, SandboxFactory
 from forge_sandbox._spec import KillReport, SandboxSpec
 from forge_sandbox._task import HarborTask, task_checksum
+from forge_sandbox.local import SandboxInitChangedError
 from forge_sandbox.local._sandbox import LocalSandbox
 from forge_sandbox.verify._audit import AUDIT_SCHEMA, audit_change
 from forge_sandbox.verify._transfer import (
@@ -341,9 +342,13 @@ async def _run_in_sandbox(
             try:
                 # 2. the agent (a timeout is recorded, and the verifier still runs, as in Harbor)
                 await _run_agent_step(agent_box, task, agent, trial_dir, state)
-                # 3. nothing the agent started runs on; a limit it hit is its own outcome
+                # 3. nothing the agent started runs on; a limit it hit is its own outcome;
+                #    the sandbox's own processes are as start() left them (local backend)
                 await _kill_agent_processes(agent_box, state)
-            except SandboxStateError as exc:  # its sandbox died under its own commands
+                if isinstance(agent_box, LocalSandbox):
+                    await agent_box.check_init()
+            except (SandboxStateError, SandboxInitChangedError) as exc:
+                # its sandbox died under its own commands, or they reached its init
                 state.times["agent_execution"]["finished_at"] = _now()
                 _agent_caused(state, exc)
                 return

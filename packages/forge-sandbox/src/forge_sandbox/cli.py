@@ -155,13 +155,30 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_k8s_parsers(sub: Any) -> None:
     """The `k8s` command's parsers: here, not in `forge_sandbox.kubernetes` (which needs the
     `kubernetes` extra), so `--help` works without it; its bodies are kubernetes/_cli.py."""
-    k8s = sub.add_parser("k8s", help="the Kubernetes backend: render manifests, gc pods")
+    k8s = sub.add_parser(
+        "k8s", help="the Kubernetes backend: render manifests, gc pods, the seccomp profile"
+    )
     k8s_sub = k8s.add_subparsers(dest="k8s_command", required=True, metavar="K8S_COMMAND")
     render = k8s_sub.add_parser("render", help="print the manifests (YAML) a trial would create")
     render.add_argument("--task", type=Path, required=True, help="task folder")
     render.add_argument("--trial", required=True, help="trial name (the pod name derives from it)")
     render.add_argument("--image", help="image reference (default: from the config's images)")
     gc = k8s_sub.add_parser("gc", help="delete every pod and policy the label selector finds")
+    seccomp = k8s_sub.add_parser(
+        "seccomp",
+        help="print Forge's seccomp profile (JSON: <seccomp root>/forge/seccomp.json on every "
+        "node), or with --daemonset the manifests that install it (| kubectl apply -f -)",
+    )
+    seccomp.add_argument(
+        "--daemonset", action="store_true", help="print a ConfigMap + DaemonSet installing it"
+    )
+    seccomp.add_argument(
+        "--namespace", help="the DaemonSet's namespace (default kube-system: it uses hostPath)"
+    )
+    seccomp.add_argument("--image", help="installer image with sh (default busybox:1.36)")
+    seccomp.add_argument(
+        "--seccomp-root", help="the kubelet's seccomp root (default /var/lib/kubelet/seccomp)"
+    )
     for parser in (render, gc):
         parser.add_argument("--k8s-config", type=Path, help="KubernetesConfig TOML")
 

@@ -58,6 +58,14 @@ class DockerConfig(BaseModel):
     user: str | None = Field(
         default=None, description="User of every exec; None: the image's USER (else root)."
     )
+    main_user: str | None = Field(
+        default="65533:65533",
+        pattern=r"^\d+:\d+$",
+        description="uid:gid of the container's pid 1 (tini) and `sleep infinity`, a uid no "
+        "command runs as, so a command can neither ptrace them nor write their memory through "
+        "/proc/PID/mem (both need CAP_SYS_PTRACE across uids). None: the commands' user, as a "
+        "Kubernetes pod runs (the in-process API server's pods use it).",
+    )
     cap_add: list[str] = Field(
         default_factory=list,
         description="Capabilities added back after dropping ALL (e.g. CHOWN for tasks that "
@@ -90,7 +98,7 @@ class DockerConfig(BaseModel):
                         expected=f"a readable TOML DockerConfig at {path}",
                         found=f"{type(exc).__name__}: {exc}",
                         fix="fix the file (fields: owner, images, rewrites, require_rewrite, "
-                        "pull, build_network, user, cap_add, storage)",
+                        "pull, build_network, user, main_user, cap_add, storage)",
                     )
                 ]
             ) from None

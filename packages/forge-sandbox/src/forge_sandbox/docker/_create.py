@@ -2,9 +2,13 @@
 Docker Engine API's create body out), and the name and labels it carries.
 
 Least privilege that still runs a task as Harbor runs it: never privileged, every capability
-dropped (the config may add some back), no-new-privileges, tini as pid 1 (`init`) reaping what
-the agent leaves, `sleep infinity` as the one long-lived process, the image's USER, memory = swap
-limit (no swap escape), pids, CPU quota, rlimits, network none unless the spec allows the host's.
+dropped (the config may add some back), no-new-privileges, Forge's seccomp profile (no ptrace,
+process_vm_readv/writev, pidfd_getfd or kcmp; no mounts or namespaces: forge_sandbox.seccomp),
+tini as pid 1 (`init`) reaping what the agent leaves, `sleep infinity` as the one long-lived
+process (both as `config.main_user`, a uid no command runs as: no ptrace and no /proc/PID/mem
+across uids without CAP_SYS_PTRACE), the commands as the image's USER, memory
+= swap limit (no swap escape), pids, CPU quota, rlimits, network none unless the spec allows
+the host's.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 from forge_sandbox._spec import SandboxSpec
 from forge_sandbox.docker._config import OWNER_LABEL, TASK_LABEL, TRIAL_LABEL, DockerConfig
+from forge_sandbox.seccomp import profile_json
 
 MAIN_COMMAND = ["sleep", "infinity"]
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
@@ -66,7 +71,9 @@ def host_config(spec: SandboxSpec, config: DockerConfig, *, storage_opt: bool) -
         "Privileged": False,
         "CapDrop": ["ALL"],
         "CapAdd": list(config.cap_add),
-        "SecurityOpt": ["no-new-privileges"],
+        # Forge's seccomp profile, not the daemon's default (which allows ptrace and
+        # process_vm_writev): forge_sandbox.seccomp._profile says what it denies and why
+        "SecurityOpt": ["no-new-privileges", f"seccomp={profile_json()}"],
         "NetworkMode": "host" if spec.network == "host" else "none",
         "Memory": memory,
         "MemorySwap": memory,  # = Memory: no swap
@@ -94,13 +101,18 @@ def create_body(
     *,
     storage_opt: bool,
 ) -> dict[str, Any]:
-    """The whole `POST /containers/create` body for one trial."""
+    """The whole `POST /containers/create` body for one trial. Its User and WorkingDir are
+    the main process's: `config.main_user` in / (each exec names its own user and cds to its
+    folder), else the commands' user in their folder, as a Kubernetes pod runs."""
+    user, folder = exec_user(image_config, spec, config), workdir(image_config, spec)
+    if config.main_user is not None:  # a uid no command has (it may not enter `folder`)
+        user, folder = config.main_user, "/"
     return {
         "Image": image,
         "Entrypoint": [MAIN_COMMAND[0]],  # the image's ENTRYPOINT is not the sandbox's init
         "Cmd": MAIN_COMMAND[1:],
-        "User": exec_user(image_config, spec, config),
-        "WorkingDir": workdir(image_config, spec),
+        "User": user,
+        "WorkingDir": folder,
         "Hostname": spec.hostname,
         "Env": [f"{k}={v}" for k, v in spec.env.items()],
         "Labels": labels(spec, config),

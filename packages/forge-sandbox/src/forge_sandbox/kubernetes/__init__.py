@@ -55,10 +55,12 @@ from forge_sandbox.kubernetes._errors import (
     PodNameConflictError,
     PodOOMKilledError,
     PodPendingTimeoutError,
+    SeccompProfileError,
 )
 from forge_sandbox.kubernetes._manifests import check_manifest, render, render_yaml, selector
 from forge_sandbox.kubernetes._names import label_value, pod_name
 from forge_sandbox.kubernetes._sandbox import KubernetesSandbox
+from forge_sandbox.kubernetes._seccomp import render_seccomp_installer, seccomp_installer_yaml
 
 __all__ = [
     "IMAGES_SCHEMA",
@@ -78,12 +80,15 @@ __all__ = [
     "PodNameConflictError",
     "PodOOMKilledError",
     "PodPendingTimeoutError",
+    "SeccompProfileError",
     "check_manifest",
     "label_value",
     "pod_name",
     "read_images_report",
     "render",
+    "render_seccomp_installer",
     "render_yaml",
     "run_k8s_doctor",
+    "seccomp_installer_yaml",
     "selector",
 ]

@@ -74,7 +74,7 @@ def status_of(exc: BaseException) -> int | None:
 
 
 class KubeApi:
-    """CoreV1 / NetworkingV1 / AuthorizationV1 on one ApiClient, exec on another."""
+    """CoreV1 / NetworkingV1 / AppsV1 / AuthorizationV1 on one ApiClient, exec on another."""
 
     def __init__(self, config: KubernetesConfig) -> None:
         self.config = config
@@ -82,6 +82,7 @@ class KubeApi:
         self._exec = _api_client(config)
         self.core = kubernetes.client.CoreV1Api(self._plain)
         self.networking = kubernetes.client.NetworkingV1Api(self._plain)
+        self.apps = kubernetes.client.AppsV1Api(self._plain)
         self.authorization = kubernetes.client.AuthorizationV1Api(self._plain)
         self.version = kubernetes.client.VersionApi(self._plain)
         self.exec_core = kubernetes.client.CoreV1Api(self._exec)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -74,6 +75,15 @@ class KubernetesConfig(BaseModel):
     owner: str = Field(
         default="forge",
         description="Value of the forge.dev/owner label: `gc` sweeps by it (one per run/user).",
+    )
+    seccomp_profile: Literal["forge", "runtime-default"] = Field(
+        default="forge",
+        description="'forge': seccompProfile Localhost forge/seccomp.json, Forge's profile (no "
+        "ptrace, process_vm_readv/writev, pidfd_getfd, kcmp, mounts, namespaces...), which "
+        "must be on every node under the kubelet's seccomp root (`forge-sandbox k8s seccomp "
+        "--daemonset | kubectl apply -f -`). 'runtime-default': the runtime's default "
+        "(RuntimeDefault), weaker: containerd's allows ptrace, so an agent's command can "
+        "inject code into the pod's other processes.",
     )
 
     @field_validator("namespace", "service_account")

@@ -12,6 +12,14 @@ from forge_sandbox.images import Registry, RegistryError, mtls_problems
 from forge_sandbox.kubernetes._api import KubeApi
 from forge_sandbox.kubernetes._config import KubernetesConfig
 from forge_sandbox.kubernetes._errors import KubernetesError
+from forge_sandbox.kubernetes._seccomp import (
+    DIGEST_ANNOTATION,
+    INSTALL_COMMAND,
+    INSTALLER,
+    INSTALLER_NAMESPACE,
+    profile_digest,
+)
+from forge_sandbox.seccomp import KUBELET_SECCOMP_ROOT, LOCALHOST_PROFILE
 
 # every (verb, group, resource, subresource) the backend uses
 VERBS = [
@@ -72,6 +80,7 @@ async def _cluster_probes(config: KubernetesConfig) -> list[Probe]:
             probes.append(_probe(name, ok, found, fix))
         except KubernetesError as exc:
             probes.append(_probe(name, False, str(exc).split("; fix:")[0], fix))
+    probes.append(await _seccomp_probe(api, config))
     for verb, group, resource, sub in VERBS:
         body = {
             "apiVersion": "authorization.k8s.io/v1",
@@ -108,6 +117,46 @@ async def _cluster_probes(config: KubernetesConfig) -> list[Probe]:
         )
     api.close()
     return probes
+
+
+async def _seccomp_probe(api: KubeApi, config: KubernetesConfig) -> Probe:
+    """Forge's seccomp profile on the nodes, as far as the API shows it: the installer
+    DaemonSet ready on every node with the current profile. A warning, not a failure: the
+    profile may come with the nodes' image instead (a pod on a node without it fails at
+    start with SeccompProfileError, naming the same fix)."""
+    fix = (
+        f"`{INSTALL_COMMAND}` (or copy `forge-sandbox k8s seccomp` to "
+        f"{KUBELET_SECCOMP_ROOT}/{LOCALHOST_PROFILE} on every node)"
+    )
+    if config.seccomp_profile == "runtime-default":
+        found = "runtime-default (opted out: the runtime's default allows ptrace in pods)"
+        return Probe(name="seccomp-profile", ok=False, required=False, found=found,
+                     fix=f"set seccomp_profile = 'forge', then {fix}")  # fmt: skip
+    where = f"{INSTALLER_NAMESPACE}/{INSTALLER}"
+    try:
+        ds = await api.call(
+            f"read DaemonSet {where}",
+            api.apps.read_namespaced_daemon_set,
+            INSTALLER,
+            INSTALLER_NAMESPACE,
+        )
+    except KubernetesError as exc:
+        found = (
+            f"pods need {LOCALHOST_PROFILE} in every node's kubelet seccomp root; no installer "
+            f"DaemonSet {where} readable ({str(exc).split('; fix:')[0]})"
+        )
+        return Probe(name="seccomp-profile", ok=False, required=False, found=found, fix=fix)
+    status = ds.status
+    desired = (status.desired_number_scheduled or 0) if status is not None else 0
+    ready = (status.number_ready or 0) if status is not None else 0
+    meta = ds.spec.template.metadata
+    annotations = (meta.annotations if meta is not None else None) or {}
+    current = annotations.get(DIGEST_ANNOTATION) == profile_digest()
+    ok = desired > 0 and ready == desired and current
+    found = f"DaemonSet {where}: ready on {ready}/{desired} nodes" + (
+        "" if current else "; it installs an older profile"
+    )
+    return Probe(name="seccomp-profile", ok=ok, required=False, found=found, fix="" if ok else fix)
 
 
 def _buildkit_probe(images: Any) -> Probe:

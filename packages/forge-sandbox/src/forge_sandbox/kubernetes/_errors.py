@@ -57,6 +57,11 @@ class PodFailedError(KubernetesError):
     """The pod's container ended (Failed / terminated) while the trial still needed it."""
 
 
+class SeccompProfileError(PodFailedError):
+    """The kubelet could not load the pod's seccomp profile (Forge's Localhost profile is not
+    installed on the node, or unreadable): no pod starts there until it is."""
+
+
 class ExecStreamLostError(KubernetesError):
     """The exec websocket dropped before the status channel said how the command ended (a lost
     exit status is never taken as success)."""

@@ -22,6 +22,7 @@ from forge_sandbox.kubernetes._names import (
     pod_name,
     quantity_problems,
 )
+from forge_sandbox.seccomp import LOCALHOST_PROFILE
 
 KUBERNETES_VERSION = "1.31"
 CONTAINER = "sandbox"
@@ -65,20 +66,28 @@ def working_dir(spec: SandboxSpec) -> str | None:
     return None
 
 
-def pod_security_context(spec: SandboxSpec) -> dict[str, Any]:
+def seccomp_profile(config: KubernetesConfig) -> dict[str, str]:
+    """The pods' seccompProfile: Forge's profile from every node's kubelet seccomp root
+    (`forge-sandbox k8s seccomp` installs it), or the runtime's default when opted out."""
+    if config.seccomp_profile == "runtime-default":
+        return {"type": "RuntimeDefault"}
+    return {"type": "Localhost", "localhostProfile": LOCALHOST_PROFILE}
+
+
+def pod_security_context(spec: SandboxSpec, config: KubernetesConfig) -> dict[str, Any]:
     """Non-root always (`runAsNonRoot`: the kubelet refuses an image whose user is root); the
     uid/gid only when the task says so (an explicit spec uid/gid), else the image's USER."""
     context: dict[str, Any] = {"runAsNonRoot": True}
     if "uid" in spec.model_fields_set or "gid" in spec.model_fields_set:
         context.update(runAsUser=spec.uid, runAsGroup=spec.gid)
-    context.update(fsGroup=spec.gid, seccompProfile={"type": "RuntimeDefault"})
+    context.update(fsGroup=spec.gid, seccompProfile=seccomp_profile(config))
     return context
 
 
 def render_pod(spec: SandboxSpec, config: KubernetesConfig, image: str) -> dict[str, Any]:
     """The Pod of one trial: the task's image in its working directory as its user (unless the
-    spec names them), non-root, no privilege escalation, every capability dropped, seccomp
-    RuntimeDefault, no service account token, requests = limits."""
+    spec names them), non-root, no privilege escalation, every capability dropped, Forge's
+    seccomp profile (or RuntimeDefault), no service account token, requests = limits."""
     name = pod_name(spec.trial_name or "adhoc")
     memory = f"{memory_mb(spec, config)}Mi"
     cpu = f"{round(spec.cpus * 1000)}m"
@@ -102,7 +111,7 @@ def render_pod(spec: SandboxSpec, config: KubernetesConfig, image: str) -> dict[
         "hostIPC": False,
         "hostname": spec.hostname,
         "terminationGracePeriodSeconds": 1,
-        "securityContext": pod_security_context(spec),
+        "securityContext": pod_security_context(spec, config),
         "containers": [
             {
                 "name": CONTAINER,
@@ -116,7 +125,7 @@ def render_pod(spec: SandboxSpec, config: KubernetesConfig, image: str) -> dict[
                     "privileged": False,
                     "runAsNonRoot": True,
                     "capabilities": {"drop": ["ALL"]},
-                    "seccompProfile": {"type": "RuntimeDefault"},
+                    "seccompProfile": seccomp_profile(config),
                 },
                 "volumeMounts": [{"name": v, "mountPath": path} for v, path in volumes],
             }
@@ -196,6 +205,17 @@ def _schema_problems(manifest: dict[str, Any], where: str) -> list[Violation]:
     return []
 
 
+def _seccomp_problems(profile: Any, where: str) -> list[str]:
+    """Forge's profile (Localhost forge/seccomp.json) or RuntimeDefault; never Unconfined."""
+    allowed = (
+        {"type": "Localhost", "localhostProfile": LOCALHOST_PROFILE},
+        {"type": "RuntimeDefault"},
+    )
+    if profile in allowed:
+        return []
+    return [f"{where}.seccompProfile must be one of {list(allowed)}, not {profile!r}"]
+
+
 def _security_problems(pod: dict[str, Any]) -> list[str]:
     spec = pod.get("spec", {})
     problems = []
@@ -206,14 +226,15 @@ def _security_problems(pod: dict[str, Any]) -> list[str]:
         problems.append("spec.securityContext.runAsNonRoot must be true")
     if "runAsUser" in psc and not psc["runAsUser"]:
         problems.append("spec.securityContext.runAsUser must be a non-root uid (not 0)")
-    if psc.get("seccompProfile", {}).get("type") != "RuntimeDefault":
-        problems.append("spec.securityContext.seccompProfile.type must be RuntimeDefault")
+    problems += _seccomp_problems(psc.get("seccompProfile"), "spec.securityContext")
     for flag in ("hostNetwork", "hostPID", "hostIPC"):
         if spec.get(flag):
             problems.append(f"spec.{flag} must be false")
     for c in spec.get("containers", []):
         sc = c.get("securityContext", {})
         name = c.get("name")
+        if "seccompProfile" in sc:  # a container's profile overrides the pod's
+            problems += _seccomp_problems(sc["seccompProfile"], f"container {name}")
         if sc.get("allowPrivilegeEscalation") is not False:
             problems.append(f"container {name}: allowPrivilegeEscalation must be false")
         if sc.get("privileged"):

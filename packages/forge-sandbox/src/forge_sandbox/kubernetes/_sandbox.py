@@ -39,8 +39,11 @@ from forge_sandbox.kubernetes._errors import (
     PodFailedError,
     PodOOMKilledError,
     PodPendingTimeoutError,
+    SeccompProfileError,
 )
 from forge_sandbox.kubernetes._manifests import CONTAINER, render
+from forge_sandbox.kubernetes._seccomp import INSTALL_COMMAND
+from forge_sandbox.seccomp import LOCALHOST_PROFILE
 
 PULL_FAILURES = frozenset(
     {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"}
@@ -195,6 +198,14 @@ class KubernetesSandbox:
                 )
             if waiting is not None and waiting[0] in CONFIG_FAILURES:
                 self._dead = waiting[0]
+                if "seccomp" in waiting[1].lower():
+                    raise SeccompProfileError(
+                        f"pod {self.pod_name}: expected the node to hold Forge's seccomp "
+                        f"profile ({LOCALHOST_PROFILE} under the kubelet's seccomp root); found "
+                        f"{waiting[0]}: {waiting[1]}; fix: install it on every node: "
+                        f"`{INSTALL_COMMAND}` (or set seccomp_profile = 'runtime-default', "
+                        "weaker: ptrace allowed)"
+                    )
                 raise PodFailedError(
                     f"pod {self.pod_name}: expected its container created from {self.image}; "
                     f"found {waiting[0]}: {waiting[1]}; fix: pods run non-root "

@@ -1,10 +1,15 @@
 """Command lines of the local backend (pure functions, unit-tested without running anything).
 
 Init (once per sandbox):
-    sh JOIN(init leaf, rlimits) -> [setpriv: drop to the sandbox's host uid] -> bwrap ... sleep
+    sh JOIN(init leaf, rlimits) -> [setpriv: drop to the sandbox's host uid] -> bwrap
+    --as-pid-1 ... INIT_DIR/sh (pid 1: reaps) -> sleep infinity (both execute-only: see _init)
 Exec (per command):
-    sh JOIN(exec leaf, rlimits) -> setpriv --no-new-privs -> nsenter -t INIT (all namespaces,
-    its root, cwd, uid/gid) -> env -i ENV... -> COMMAND
+    sh JOIN(exec leaf, rlimits) -> python _seccomp_exec.py (no_new_privs + the seccomp filter)
+    -> nsenter -t INIT (all namespaces, its root, cwd, uid/gid) -> env -i ENV... -> COMMAND
+
+Both get the seccomp filter of forge_sandbox.seccomp (ptrace, process_vm_readv/writev,
+pidfd_getfd and kcmp fail with EPERM): the init through bwrap's `--seccomp FD`, each exec
+through _seccomp_exec.py before nsenter (nsenter joins the init's namespaces, not its filter).
 
 Why each bwrap flag (see README): `--unshare-all` (pid, net, ipc, uts, cgroup, mount namespaces:
 no network but a private loopback), `--unshare-user --uid/--gid` (an unprivileged user inside),
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,14 +33,18 @@ from pathlib import Path
 from forge_gates import Violation
 from forge_sandbox._errors import INSTALL_BWRAP, SandboxUnavailableError
 from forge_sandbox._spec import DEFAULT_PATH, SCRATCH_DIRS, SandboxSpec
+from forge_sandbox.local._init import INIT_DIR, init_script
+from forge_sandbox.seccomp import ptrace_filter
 
 READY = "forge-sandbox-ready"
 SEED = "/.forge-workspace-seed"  # storage_mb: the host copy, read-only, copied into the tmpfs
 HOST_ENTRIES = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 ROOTFS_SKIP = frozenset(
-    {"dev", "proc", "sys", "tmp", "run", "workspace", "logs", "tests", "solution"}
+    {"dev", "proc", "sys", "tmp", "run", "workspace", "logs", "tests", "solution", ".forge-init"}
 )
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
+SECCOMP_EXEC = str(Path(__file__).with_name("_seccomp_exec.py"))
+FILTER_HEX = ptrace_filter().hex()  # what every exec installs (bwrap reads the same bytes)
 JOIN_FAILED = "forge-sandbox: joining the cgroup / setting rlimits failed"
 # sh -c JOIN sh N PROCS... NOFILE FSIZE_BLOCKS OOM_ADJ CMD...: join the cgroup leaf, set rlimits
 # and the OOM score (execs are killed before the init), then exec CMD. Exit 125 + marker if not.
@@ -48,12 +58,14 @@ JOIN_SCRIPT = (
 
 @dataclass(frozen=True)
 class Tools:
-    """Absolute paths of the host programs the local backend runs."""
+    """Absolute paths of the host programs the local backend runs (python: the interpreter
+    that installs each exec's seccomp filter, this one)."""
 
     bwrap: str
     nsenter: str
     setpriv: str
     sh: str
+    python: str = sys.executable
 
 
 def find_tools(bwrap: str | None = None) -> Tools:
@@ -109,12 +121,21 @@ def bwrap_argv(
     workspace: Path,
     info_fd: int,
     cgroup_view: Path | None = None,
+    *,
+    seccomp_fd: int | None = None,
+    init_programs: Path | None = None,
 ) -> list[str]:
-    """The bwrap command line of a sandbox's init (it prints READY, then sleeps).
+    """The bwrap command line of a sandbox's init (pid 1 prints READY, then reaps; see _init).
 
     cgroup_view: a host cgroup folder bound read-only at /sys/fs/cgroup (what a container
-    runtime shows a pod: its own cgroup's counters, e.g. pids.events)."""
+    runtime shows a pod: its own cgroup's counters, e.g. pids.events).
+    seccomp_fd: a readable fd holding `ptrace_filter()` (bwrap applies it to pid 1, whose
+    children inherit it). init_programs: the host folder of the execute-only sh and sleep
+    (bound at INIT_DIR). LocalSandbox passes both; without the folder the init cannot start."""
     args = [tools.bwrap, "--info-fd", str(info_fd), "--die-with-parent", "--new-session"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
+    args += ["--as-pid-1"]  # pid 1 is the non-dumpable init, not bwrap's (dumpable) reaper
     args += ["--unshare-all", "--unshare-user", "--disable-userns"]
     if spec.network == "host":
         args += ["--share-net"]
@@ -128,14 +149,16 @@ def bwrap_argv(
         args += ["--dir", directory]
     if spec.storage_mb is None:
         args += ["--bind", str(workspace), "/workspace"]
-        seed = ""
+        seed = None
     else:  # a size-limited tmpfs (ENOSPC past storage_mb), filled from the host copy
         args += [*size, "--tmpfs", "/workspace", "--ro-bind", str(workspace), SEED]
-        seed = f"cp -a {SEED}/. /workspace/ && "
+        seed = SEED
     if cgroup_view is not None:
         args += ["--ro-bind", str(cgroup_view), "/sys/fs/cgroup"]
+    if init_programs is not None:
+        args += ["--ro-bind", str(init_programs), INIT_DIR]
     args += ["--remount-ro", "/", "--chdir", "/workspace"]
-    args += ["--", "/bin/sh", "-c", f"{seed}echo {READY} && exec sleep infinity"]
+    args += ["--", f"{INIT_DIR}/sh", "-c", init_script(READY, seed)]
     return args
 
 
@@ -178,11 +201,15 @@ def exec_argv(
     env: Mapping[str, str],
     command: Sequence[str],
 ) -> list[str]:
-    """Join the running sandbox's namespaces as its user, with exactly `env`, and run `command`."""
+    """Under no_new_privs and the seccomp filter, join the running sandbox's namespaces as its
+    user, with exactly `env`, and run `command`."""
     namespaces = ["-U", "-m", "-u", "-i", "-n", "-p", "-C"]
     return [
-        tools.setpriv,
-        "--no-new-privs",
+        tools.python,
+        "-I",
+        "-S",
+        SECCOMP_EXEC,
+        FILTER_HEX,
         "--",
         tools.nsenter,
         "-t",

@@ -94,7 +94,8 @@ async def _live_probe() -> Probe:
             start_ms = (time.monotonic() - started) * 1000
             result = await sandbox.exec(
                 "id -u; grep CapEff /proc/self/status; "
-                "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
+                "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' '; echo; "
+                "grep '^Seccomp:' /proc/self/status"
             )
     except (SandboxError, OSError) as exc:
         return Probe(
@@ -108,9 +109,17 @@ async def _live_probe() -> Probe:
     found = (
         f"started in {start_ms:.0f} ms; exec {result.duration_s * 1000:.0f} ms; uid {lines[0]}; "
         f"{lines[1].replace(chr(9), ' ') if len(lines) > 1 else ''}; "
-        f"network interfaces: {lines[2].strip() if len(lines) > 2 else '?'}"
+        f"network interfaces: {lines[2].strip() if len(lines) > 2 else '?'}; "
+        f"{lines[3].replace(chr(9), ' ') if len(lines) > 3 else 'Seccomp: ?'}"
     )
-    return Probe(name="live-sandbox", ok=result.exit_code == 0, required=True, found=found)
+    filtered = len(lines) > 3 and lines[3].split() == ["Seccomp:", "2"]
+    return Probe(
+        name="live-sandbox",
+        ok=result.exit_code == 0 and filtered,
+        required=True,
+        found=found,
+        fix="" if filtered else "the exec ran without the seccomp filter: check bwrap >= 0.5",
+    )
 
 
 def _reach_probe() -> Probe:

@@ -21,6 +21,7 @@ from forge_sandbox._spec import DEFAULT_PATH, ExecResult
 from forge_sandbox.local._bwrap import JOIN_FAILED
 from forge_sandbox.local._cgroups import Cgroup
 from forge_sandbox.local._io import OutputPipe, drain
+from forge_sandbox.local._seccomp_exec import FILTER_FAILED
 
 DRAIN_GRACE_S = 0.5  # output still arriving after the command exited (background writers)
 
@@ -72,8 +73,11 @@ async def run_in_leaf(
         _retire(leaf)
     stderr = err.text()
     code = proc.returncode if proc.returncode is not None else -9
-    if code == 125 and JOIN_FAILED in stderr:
-        raise SandboxError(f"exec: {stderr.strip()}; fix: run `forge-sandbox doctor`")
+    if code == 125 and (JOIN_FAILED in stderr or FILTER_FAILED in stderr):
+        raise SandboxError(
+            f"exec: expected the exec's cgroup, rlimits and seccomp filter set; found "
+            f"{stderr.strip()!r}; fix: run `forge-sandbox doctor`"
+        )
     exit_code = 124 if timed_out else (128 - code if code < 0 else code)
     return ExecResult(
         stdout=out.text() if out is not None else "",

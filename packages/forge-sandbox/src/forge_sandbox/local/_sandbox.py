@@ -1,8 +1,10 @@
 """LocalSandbox: a pod-like bubblewrap sandbox with cgroup limits (the local backend).
 
-One init process (bwrap, then `sleep`) holds the namespaces; every exec joins them with nsenter
-and starts inside its own cgroup leaf under the sandbox's limits. stop() kills the whole cgroup
-(which holds every process of the sandbox, bwrap included) and removes what start() created.
+One init (pid 1, a reaping shell, and its `sleep`, both non-dumpable, under the seccomp filter:
+see _init) holds the namespaces; every exec joins them with nsenter, under the same filter, and
+starts inside its own cgroup leaf under the sandbox's limits. check_init() reads the init back.
+stop() kills the whole cgroup (which holds every process of the sandbox, bwrap included) and
+removes what start() created.
 """
 
 from __future__ import annotations
@@ -41,6 +43,16 @@ from forge_sandbox.local._hostside import (
     state_root,
     sweep_stale_folders,
 )
+from forge_sandbox.local._init import (
+    InitCheck,
+    ProcessMark,
+    SandboxInitChangedError,
+    check_marks,
+    install_init_programs,
+    mark_init,
+    read_init,
+)
+from forge_sandbox.seccomp import ptrace_filter
 
 DEFAULT_HOST_UID = 100_000
 WRITABLE_FIX = "upload below a writable folder (/workspace, /tmp, /logs, /tests, /solution)"
@@ -64,6 +76,17 @@ def start_fix(said: str, host_uid: int | None) -> str:
     if "No space left" in said:
         return "fix: free disk space in the temp folder (or set TMPDIR elsewhere)"
     return USERNS_HINT
+
+
+def seccomp_pipe() -> int:
+    """A pipe's read end holding the seccomp program (bwrap's `--seccomp FD` reads to EOF)."""
+    program = ptrace_filter()
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, program)  # 36 instructions: far below a pipe's buffer
+    finally:
+        os.close(write_fd)
+    return read_fd
 
 
 class LocalSandbox:
@@ -101,6 +124,7 @@ class LocalSandbox:
         self._execs = 0
         self._leaves: list[Cgroup] = []  # exec leaves that may still hold processes
         self._hits: set[str] = set()  # limits any exec ran into since start
+        self._init_marks: list[ProcessMark] = []  # the init as start() left it (check_init)
         self.info: dict[str, Any] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -167,6 +191,9 @@ class LocalSandbox:
         await asyncio.to_thread(prepare_workspace, spec.workspace, workspace, self._host_uid)
         if self._host_uid is not None:
             os.chown(self._dir, self._host_uid, self._host_uid)
+        init_programs = await asyncio.to_thread(
+            install_init_programs, spec.rootfs or Path("/"), self._dir / "init"
+        )
         # 3. the sandbox's cgroup (its limits) and the init leaf
         limits = CgroupLimits(
             memory_bytes=(spec.memory_mb + (spec.storage_mb or 0)) * 1024 * 1024,  # + tmpfs
@@ -175,10 +202,20 @@ class LocalSandbox:
         )
         self._cgroup = driver.create(f"sbx-{os.getpid()}-{secrets.token_hex(4)}", limits)
         init_leaf = self._cgroup.child("init")
-        # 4. bwrap, started inside the leaf as the unprivileged host uid; wait for READY
+        # 4. bwrap, started inside the leaf as the unprivileged host uid, its command under the
+        #    seccomp filter (read from a pipe); wait for READY
         read_fd, write_fd = os.pipe()
+        seccomp_fd = seccomp_pipe()
         view = self._cgroup.pids_folder if self._cgroup_view else None
-        inner = _bwrap.bwrap_argv(tools, spec, workspace, write_fd, view)
+        inner = _bwrap.bwrap_argv(
+            tools,
+            spec,
+            workspace,
+            write_fd,
+            view,
+            seccomp_fd=seccomp_fd,
+            init_programs=init_programs,
+        )
         argv = _bwrap.join_argv(
             tools, init_leaf.procs_files, spec, [*_bwrap.drop_to(tools, self._host_uid), *inner]
         )
@@ -190,12 +227,13 @@ class LocalSandbox:
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=log,
-                    pass_fds=(write_fd,),
+                    pass_fds=(write_fd, seccomp_fd),
                     env={"PATH": DEFAULT_PATH},
                     start_new_session=True,
                 )
         finally:
             os.close(write_fd)
+            os.close(seccomp_fd)
         try:
             self.info = await asyncio.wait_for(
                 self._await_ready(read_fd, log_path), spec.start_timeout_s
@@ -208,6 +246,30 @@ class LocalSandbox:
             ) from None
         if spec.storage_mb is not None:  # copied into the tmpfs: no host copy stays behind
             await asyncio.to_thread(shutil.rmtree, workspace, True)
+        # 5. what check_init() compares against: the init, once its sleep runs (a gate: an
+        #    init that is traced, dumpable or unfiltered is refused here)
+        self._init_marks = await mark_init(init_leaf.pids, self._pidns())
+
+    async def check_init(self) -> InitCheck:
+        """The init's processes are still the ones start() left: same pids and start times,
+        same programs and code mappings, none traced, none dumpable, all filtered, no process
+        added among them. Raises SandboxInitChangedError listing every difference."""
+        self._require_running()
+        assert self._cgroup is not None
+        leaf = self._cgroup.child("init")
+        now = await asyncio.to_thread(read_init, leaf.pids(), self._pidns())
+        problems = check_marks(self._init_marks, now)
+        if problems:
+            raise SandboxInitChangedError(
+                "sandbox init: expected the processes start() left "
+                f"{[(m.pid, m.comm) for m in self._init_marks]} unchanged, untraced, "
+                f"non-dumpable and filtered; found {'; '.join(problems)}; fix: the trial's "
+                "commands reached the init: do not score this sandbox's state, start a new one"
+            )
+        return InitCheck(pids=tuple(m.pid for m in now), programs=tuple(m.exe for m in now))
+
+    def _pidns(self) -> str:
+        return f"pid:[{self.info['pid-namespace']}]"
 
     async def _await_ready(self, read_fd: int, log_path: Path) -> dict[str, Any]:
         assert self._init is not None and self._init.stdout is not None

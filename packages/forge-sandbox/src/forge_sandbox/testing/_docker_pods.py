@@ -94,7 +94,10 @@ class DockerPods:
 
     def __init__(self, recipes: dict[str, ImageRecipe]) -> None:
         self.recipes = dict(recipes)
-        self.config = DockerConfig(owner=POD_OWNER, pull=False, build_network="none")
+        # main_user None: the pod's process runs as its commands' user, as a kubelet runs it
+        self.config = DockerConfig(
+            owner=POD_OWNER, pull=False, build_network="none", main_user=None
+        )
         self.api = connect()
         self.resolver = ImageResolver(self.config)
         self._lock = threading.Lock()

@@ -72,6 +72,7 @@ class Faults:
     kubelet_error_exec: int = 0  # the next N execs end with a Failure that has no exit code
     denied_verbs: set[tuple[str, str]] = field(default_factory=set)  # (verb, resource)
     v4_only: bool = False  # offer only v4.channel.k8s.io
+    seccomp_missing: bool = False  # the node lacks every Localhost seccomp profile
 
     def http_fault(self, method: str, path: str) -> HttpFault | None:
         for fault in self.http:
@@ -90,6 +91,7 @@ class Cluster:
     service_accounts: set[tuple[str, str]] = field(default_factory=set)
     pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     policies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    daemonsets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # read only
     requests: list[str] = field(default_factory=list)  # "METHOD path"
     exec_protocols: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)  # pod names, in creation order

@@ -44,7 +44,13 @@ from forge_sandbox.docker import DockerConfig
 from forge_sandbox.images import ImagesConfig, plan_images
 from forge_sandbox.kubernetes._config import KubernetesConfig
 from forge_sandbox.kubernetes._manifests import check_manifest
+from forge_sandbox.kubernetes._seccomp import (
+    INSTALLER,
+    INSTALLER_NAMESPACE,
+    render_seccomp_installer,
+)
 from forge_sandbox.local._sandbox import LocalSandbox
+from forge_sandbox.seccomp import KUBELET_SECCOMP_ROOT, LOCALHOST_PROFILE
 from forge_sandbox.testing._docker_pods import (
     DockerPods,
     ImageRecipe,
@@ -102,6 +108,20 @@ def _cores(quantity: str | None) -> float:
     return float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
 
 
+def _installed_daemonset() -> dict[str, Any]:
+    """Forge's seccomp installer as `kubectl apply` leaves it on this one-node cluster: ready
+    (the node holds the profile: pods with seccomp_profile 'forge' start)."""
+    daemonset = render_seccomp_installer()[1]
+    daemonset["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now())
+    daemonset["status"] = {
+        "currentNumberScheduled": 1,
+        "desiredNumberScheduled": 1,
+        "numberMisscheduled": 0,
+        "numberReady": 1,
+    }
+    return daemonset
+
+
 class FakeApiServer:
     """The server, on its own event loop thread. `images`: image reference -> the folder its
     /workspace holds (what the task's Dockerfile copies; the "local" runtime); `recipes`: image
@@ -127,6 +147,7 @@ class FakeApiServer:
             "type": "kubernetes.io/dockerconfigjson"
         }
         self.cluster.service_accounts.add(("forge-sandbox", "forge-sandbox"))
+        self.cluster.daemonsets[(INSTALLER_NAMESPACE, INSTALLER)] = _installed_daemonset()
         self.faults = Faults()
         self.sandboxes: dict[tuple[str, str], Any] = {}  # LocalSandbox | DockerSandbox
         self._state_root = state_root
@@ -224,6 +245,7 @@ class FakeApiServer:
         app.router.add_get(pods + "/{name}/log", self._log)
         app.router.add_get(pods + "/{name}/exec", self._exec)
         app.router.add_post(pods + "/{name}/exec", self._exec)
+        app.router.add_get("/apis/apps/v1/namespaces/{ns}/daemonsets/{name}", self._get_daemonset)
         policies = "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies"
         app.router.add_post(policies, self._create_policy)
         app.router.add_get(policies, self._list_policies)
@@ -472,6 +494,11 @@ class FakeApiServer:
         if image in self.faults.oom_at_start:
             self._terminate(pod, "OOMKilled", 137)
             return
+        missing = self._missing_seccomp_profile(pod)
+        if missing is not None:  # as containerd says it; the kubelet retries, the pod waits
+            waiting = ("CreateContainerError", missing)
+            status["containerStatuses"] = [self._container_status(container, waiting=waiting)]
+            return
         labels = pod["metadata"].get("labels", {})
         network = "none" if self._egress_denied(ns, labels) else "host"
         try:
@@ -496,6 +523,31 @@ class FakeApiServer:
             for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
         ]
         status["containerStatuses"] = [self._container_status(container, running=True)]
+
+    def _missing_seccomp_profile(self, pod: dict[str, Any]) -> str | None:
+        """containerd's message when the pod's Localhost seccomp profile is not on the node
+        (this node holds Forge's, as `forge-sandbox k8s seccomp --daemonset` installs it,
+        unless `faults.seccomp_missing`). The pods' runtimes apply Forge's filter either way:
+        a LocalSandbox its ptrace filter, a DockerSandbox Forge's whole profile."""
+        container = pod["spec"]["containers"][0]
+        profile = container.get("securityContext", {}).get("seccompProfile") or pod["spec"].get(
+            "securityContext", {}
+        ).get("seccompProfile", {})
+        if profile.get("type") != "Localhost":
+            return None
+        name = profile.get("localhostProfile", "")
+        if name == LOCALHOST_PROFILE and not self.faults.seccomp_missing:
+            return None
+        path = f"{KUBELET_SECCOMP_ROOT}/{name}"
+        return (
+            f'failed to create containerd container: cannot load seccomp profile "{path}": '
+            f"open {path}: no such file or directory"
+        )
+
+    async def _get_daemonset(self, request: web.Request) -> web.Response:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        found = self.cluster.daemonsets.get((ns, name))
+        return _json(found) if found is not None else self._missing("daemonsets.apps", name)
 
     async def _start_container(self, pod: dict[str, Any], network: str) -> Any:
         """The docker runtime: pull (build) the image, check runAsNonRoot as the kubelet does

@@ -217,6 +217,7 @@ async def carry_change(
         listing.write_bytes(
             b"".join(p.encode("utf-8", errors="surrogateescape") + b"\0" for p in change.copy)
         )
+        await source.exec(["mkdir", "-p", STAGE], cwd="/")  # the manifest step removed it
         await source.upload(listing, f"{STAGE}/change.list")
         pack = (
             f"tar -c -f {STAGE}/change.tar --hard-dereference --null --no-recursion "
@@ -240,6 +241,7 @@ async def carry_change(
                 f"fresh one; found {exc} (a change too large for the sandbox's storage_mb, or "
                 "unreadable files); scored 0"
             ) from exc
+    await target.exec(["mkdir", "-p", STAGE], cwd="/")  # Docker's upload needs the folder
     if change.delete:
         doomed = scratch / "delete.list"
         doomed.write_bytes(
