@@ -212,6 +212,7 @@ async def carry_change(
 ) -> None:
     """Copy `change` from `source` (the agent's sandbox) into `target` (the fresh one) at
     `workdir`: delete first, then unpack the checked archive with its modes."""
+    await target.exec(["mkdir", "-p", STAGE], cwd="/")  # Docker's upload needs the folder
     if change.copy:
         listing = scratch / "change.list"
         listing.write_bytes(
@@ -241,7 +242,6 @@ async def carry_change(
                 f"fresh one; found {exc} (a change too large for the sandbox's storage_mb, or "
                 "unreadable files); scored 0"
             ) from exc
-    await target.exec(["mkdir", "-p", STAGE], cwd="/")  # Docker's upload needs the folder
     if change.delete:
         doomed = scratch / "delete.list"
         doomed.write_bytes(
