@@ -71,14 +71,15 @@ def test_smoke_on_kubernetes_pods_verifies_and_leaves_no_pod(
     # 1. the ledger, as `forge-gates verify` judges it
     assert verify_run(run_dir, "smoke") == []
     assert [r.gate for r in read_ledger(run_dir)][-1] == "PPO_SMOKE_PASSED"
-    # 2. every trial ran in a pod: one pod created per trial, each trial verified (no infra error)
+    # 2. every trial ran in pods: the agent's and a fresh one for the verifier, each trial
+    #    verified (no infra error)
     trials = [json.loads(p.read_text()) for p in sorted(run_dir.glob("episodes/*/*/*/result.json"))]
     assert trials, "no trials recorded"
     assert all(t["exception_info"] is None for t in trials), [t["exception_info"] for t in trials]
     assert all(t["verifier_result"] is not None for t in trials)
     requests = fake.cluster.requests[before:]
     created = [r for r in requests if r == "POST /api/v1/namespaces/forge-sandbox/pods"]
-    assert len(created) == len(trials)
+    assert len(created) == 2 * len(trials)
     assert any("/exec" in r for r in requests), "no command went over the exec websocket"
     # 3. nothing left: no pod (by label) and no NetworkPolicy
     assert fake.live_pods(f"forge.dev/owner={OWNER}") == [] and fake.live_pods() == []
