@@ -48,7 +48,7 @@ class Row:
     measured: float | None
     unit: str
     ratio: float | None  # measured / threshold
-    status: str  # "met" | "missed" | "not measured" | "error" | "no target"
+    status: str  # "met" | "missed" | "not measured" | "error" | "no target" | "report"
     note: str = ""
 
 
@@ -112,6 +112,8 @@ def evaluate(benchmarks: dict[str, dict]) -> list[Row]:
             )
             rows.append(Row(name, "(no target)", None, "", None, "no target", note))
         rows += [judge(name, target) for target in targets]
+        if targets and result.get("summary"):  # what the run measured beside its targets
+            rows.append(Row(name, "(measured)", None, "", None, "report", str(result["summary"])))
     return rows
 
 

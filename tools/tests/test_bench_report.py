@@ -58,6 +58,17 @@ def test_the_table_has_one_readable_row_per_target():
     assert bench.exit_code(rows[2:]) == 0
 
 
+def test_a_summary_beside_targets_is_a_report_row_in_the_notes_that_never_fails():
+    result = {"targets": [MET], "summary": "cold 20.1 s / warm 21.0 s = 0.96x"}
+    rows = bench.evaluate({"first_smoke": result})
+    assert [(r.target.split()[0], r.status) for r in rows] == [
+        ("freeze_60k_seconds", "met"),
+        ("(measured)", "report"),
+    ]
+    assert "first_smoke / (measured): cold 20.1 s / warm 21.0 s" in bench.format_table(rows)
+    assert bench.exit_code(rows) == 0 and bench.summary(rows).startswith("BENCH_PASSED")
+
+
 def test_a_report_without_targets_shows_its_summary_line_and_never_fails():
     rows = bench.evaluate(
         {

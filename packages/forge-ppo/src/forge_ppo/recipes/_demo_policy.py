@@ -14,22 +14,28 @@
 5. write a Forge checkpoint (`save_checkpoint`, LoRA-only layout, `UpdateTracker` proof of a
    real change of both parts) and `demo-policy.json` (the SFT record and the measurement).
 
-`resolve_demo_policy` caches it under `<cache>/demo-policy-<key>/` (built under a file lock;
-the key hashes everything that changes the result), like the tiny model; the build says on
-stderr where it is (`demo-policy: [2/3] ...`, elapsed and an estimate of what is left), and
-the staging folders a failed or killed build left are removed at the next one. A run spec whose
+`resolve_demo_policy` caches it under `<cache>/demo-policy-<key>/` (under a file lock; the key
+hashes everything that changes the result), like the tiny model. A cache without it first tries
+the build the package ships (`_shipped_policy`: used only when its key is exactly this one and
+every file verifies; `DEMO_POLICY_SHIPPED` on stdout, or on stderr why not), else builds it
+here (`DEMO_POLICY_BUILT`); `FORGE_DEMO_POLICY=build` always builds. The build says on stderr
+where it is (`demo-policy: [2/3] ...`, elapsed and an estimate of what is left), and the staging
+folders a failed or killed build left are removed at the next one. A run spec whose
 `checkpoint.warm_start` is the word `demo-policy` is resolved to that checkpoint by
-`resolve_warm_start`.
+`resolve_warm_start`. `python -m forge_ppo.recipes._demo_policy ship` packs a build as the
+shipped artifact.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import fcntl
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -41,12 +47,25 @@ import torch
 
 import forge_data
 from forge_eval import wilson_interval
-from forge_gates import RunSpec, atomic_write_json, staging_dir, sweep_stale_staging
+from forge_gates import (
+    RunSpec,
+    atomic_write_json,
+    load_spec,
+    staging_dir,
+    sweep_stale_staging,
+)
 from forge_ppo.checkpoint._save import save_checkpoint
 from forge_ppo.checkpoint._summary import model_fingerprint
 from forge_ppo.checkpoint._update import UpdateTracker
 from forge_ppo.models._value_model import ValueModel, critic_base
 from forge_ppo.policy._actor import Actor
+from forge_ppo.recipes._shipped_policy import (
+    BUILD_ENV,
+    PROVENANCE_NAME,
+    SHIPPED_DIR,
+    pack_shipped,
+    shipped_installer,
+)
 from forge_ppo.sft._oracle import (
     oracle_replies,
     premature_submit_replies,
@@ -58,6 +77,7 @@ from forge_rollout import (
     AgentConfig,
     LocalStack,
     agent_config_from_spec,
+    resolve_model,
     resolve_tasks,
     rows_from_job,
     run_rollouts,
@@ -77,9 +97,19 @@ STAGE_SECONDS = (30.0, 250.0, 50.0)
 
 
 def cache_key(spec: RunSpec, model_dir: Path, sft: SFTSpec) -> str:
-    """SHA-256 over what decides the demo policy: base model content, LoRA, agent sampling and
-    limits, context, the train split's task ids, the SFT spec and the report schema."""
-    payload = {
+    """SHA-256 over what decides the demo policy (`key_payload`)."""
+    return payload_key(key_payload(spec, model_dir, sft))
+
+
+def payload_key(payload: dict[str, Any]) -> str:
+    """The cache key of a `key_payload`."""
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def key_payload(spec: RunSpec, model_dir: Path, sft: SFTSpec) -> dict[str, Any]:
+    """What decides the demo policy: base model content, LoRA, agent sampling and limits,
+    context, the train split's task ids, the SFT spec and the report schema."""
+    return {
         "schema": REPORT_SCHEMA,
         "base_model": model_fingerprint(str(model_dir)),
         "critic_base": model_fingerprint(critic_base(spec, model_dir)),
@@ -91,7 +121,6 @@ def cache_key(spec: RunSpec, model_dir: Path, sft: SFTSpec) -> str:
         "train_tasks": train_task_ids(spec),
         "sft": sft.model_dump(mode="json"),
     }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 def train_task_ids(spec: RunSpec) -> list[str]:
@@ -309,23 +338,39 @@ def _pad_id(model_dir: Path) -> int:
 def resolve_demo_policy(
     spec: RunSpec, model_dir: Path, cache_dir: Path, sft: SFTSpec | None = None
 ) -> Path:
-    """The cached demo policy's checkpoint folder for `spec` (built once, under a lock)."""
+    """The cached demo policy's checkpoint folder for `spec`: the shipped build when its key is
+    this one and it verifies (`_shipped_policy`), else built here; once, under a lock."""
     sft = sft or SFTSpec()
+    payload = key_payload(spec, model_dir, sft)
+    key = payload_key(payload)
     return cached_build(
         cache_dir,
         DEMO_POLICY,
-        cache_key(spec, model_dir, sft),
+        key,
         lambda staging: build_demo_policy(spec, model_dir, staging, sft),
         success="train_success_t1",
+        shipped=shipped_installer(
+            key,
+            payload,
+            base_model=str(model_dir),
+            critic_base_model=critic_base(spec, model_dir),
+            lora_spec=spec.lora,
+        ),
     )
 
 
 def cached_build(
-    cache_dir: Path, name: str, key: str, build: Callable[[Path], dict[str, Any]], success: str
+    cache_dir: Path,
+    name: str,
+    key: str,
+    build: Callable[[Path], dict[str, Any]],
+    success: str,
+    shipped: Callable[[Path], dict[str, Any] | None] | None = None,
 ) -> Path:
-    """`<cache_dir>/<name>-<key[:16]>/checkpoint/global_step_1`, built when missing by
-    `build(staging)` (returns the report written there as `<name>.json`) under a file lock,
-    then moved into place; prints `<NAME>_BUILT success=s/n seconds=... path=...`."""
+    """`<cache_dir>/<name>-<key[:16]>/checkpoint/global_step_1`, when missing installed by
+    `shipped(staging)` (None: not usable) or else built by `build(staging)` (each returns the
+    report written there as `<name>.json`) under a file lock, then moved into place; prints
+    `<NAME>_BUILT success=s/n seconds=... path=...` or `<NAME>_SHIPPED success=s/n key=...`."""
     target = cache_dir / f"{name}-{key[:16]}"
     cache_dir.mkdir(parents=True, exist_ok=True)
     with open(cache_dir / f".{name}.lock", "w") as lock:
@@ -335,13 +380,53 @@ def cached_build(
             # the lock no other build is writing one
             sweep_stale_staging(cache_dir, f".{name}-*")
             staging = staging_dir(cache_dir, f".{name}-")
-            report = build(staging)
+            report = shipped(staging) if shipped is not None else None
+            how = ("SHIPPED", f"key={key[:16]}")
+            if report is None:
+                shutil.rmtree(staging)  # a refused install's partial copy never stays
+                staging = staging_dir(cache_dir, f".{name}-")
+                report = build(staging)
+                how = ("BUILT", f"seconds={report['seconds']['total']:.0f}")
             os.replace(staging, target)
             rate = report[success]
             print(
-                f"{name.upper().replace('-', '_')}_BUILT "
-                f"success={rate['successes']}/{rate['attempts']} "
-                f"seconds={report['seconds']['total']:.0f} path={target}",
+                f"{name.upper().replace('-', '_')}_{how[0]} "
+                f"success={rate['successes']}/{rate['attempts']} {how[1]} path={target}",
                 flush=True,
             )
     return target / "checkpoint" / f"global_step_{STEP}"
+
+
+def ship_demo_policy(
+    spec: RunSpec, model_dir: Path, cache_dir: Path, out: Path = SHIPPED_DIR
+) -> Path:
+    """The cached build of `spec`'s key packed as the shipped artifact at `out`
+    (`_shipped_policy.pack_shipped`); an installed shipped copy is refused (not a build)."""
+    payload = key_payload(spec, model_dir, SFTSpec())
+    key = payload_key(payload)
+    build = cache_dir / f"{DEMO_POLICY}-{key[:16]}"
+    if (build / PROVENANCE_NAME).is_file():
+        raise ValueError(
+            f"demo policy artifact: expected a build at {build}; found the shipped artifact "
+            f"installed there; fix: {BUILD_ENV}=build forge-ppo sft --cache-dir EMPTY_DIR, then "
+            "ship from EMPTY_DIR"
+        )
+    return pack_shipped(build, out, key=key, payload=payload)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m forge_ppo.recipes._demo_policy ship [--config C] [--cache-dir D]`: pack
+    the demo policy built in D as the package's shipped artifact."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("command", choices=["ship"])
+    parser.add_argument("--config", default="smoke-local", help="shipped config name or file")
+    parser.add_argument("--cache-dir", type=Path, default=Path(".cache/forge"))
+    args = parser.parse_args(argv)
+    spec = load_spec(args.config)
+    out = ship_demo_policy(spec, resolve_model(spec, args.cache_dir), args.cache_dir)
+    print(f"DEMO_POLICY_ARTIFACT {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
