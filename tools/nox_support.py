@@ -31,7 +31,8 @@ import optional_sessions
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = sorted(p for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").exists())
-CACHE = ROOT / ".cache" / "forge"
+# forge_gates.forge_cache_dir's rule: $FORGE_CACHE, else the clone's .cache/forge
+CACHE = pathlib.Path(os.environ.get("FORGE_CACHE") or ROOT / ".cache" / "forge")
 
 
 def stamp() -> str:
