@@ -400,6 +400,7 @@ def test_every_shipped_config_breaks_no_rule():
 def test_trainer_gpus_need_the_distributed_trainer():
     data = read_config("smoke-4gpu")
     data["backends"]["trainer"] = "local"
+    del data["actor"], data["critic"]  # the seed's offload: refused for the local trainer too
     assert only(data) == v(
         "backends.trainer",
         "trainer GPUs used by the distributed trainer (backends.trainer = verl)",

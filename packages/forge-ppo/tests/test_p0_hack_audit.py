@@ -121,7 +121,9 @@ def test_a_candidate_past_the_limit_is_marked_and_fails_the_comparison(
     assert any(w.startswith(mark) for w in comparison["panels"][0]["warnings"])
     assert mark in (run_dir / "report-test.html").read_text()
     assert f"warning [test]: {mark}" in capsys.readouterr().out
-    assert read_ledger(run_dir)[-1].gate == "P0_COMPARISON_FAILED"
+    failed = read_ledger(run_dir)[-1]
+    assert failed.gate == "P0_COMPARISON_FAILED"
+    assert failed.fields["expected"] == [v.expected] and failed.fields["found"] == [v.found]
 
 
 def test_under_a_limit_an_unaudited_candidate_is_marked_too(tmp_path: Path) -> None:

@@ -116,7 +116,7 @@ def test_p0_runs_every_job_in_the_backends_sandboxes_and_closes_it(
 
     monkeypatch.setattr("forge_ppo.recipes._sandboxes.open_backend", fake_open)
     monkeypatch.setattr(p0, "open_inference_stack", fake_stack)
-    monkeypatch.setattr(p0, "check_endpoint", lambda url: True)
+    monkeypatch.setattr(p0, "endpoint_gate", lambda *a: {})
     monkeypatch.setattr(p0, "record_gate", lambda *a, **k: None)
     monkeypatch.setattr(p0, "run_rollouts", fake_rollouts)
     monkeypatch.setattr(p0, "panel_complete", lambda *a: "report")

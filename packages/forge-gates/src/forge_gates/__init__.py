@@ -64,6 +64,7 @@ from forge_gates.ledger import (
     read_config_summary,
     read_ledger,
     record_gate,
+    run_spec_gate,
     verify_ledger,
     verify_run,
     write_config_summary,
@@ -100,16 +101,19 @@ from forge_gates.machine import (
 )
 from forge_gates.spec import (
     P0_PRODUCTION,
+    ActorSpec,
     AgentSpec,
     BackendSpec,
     CandidateSpec,
     CheckpointSpec,
     ContextSpec,
+    CriticSpec,
     DataSpec,
     EvalSpec,
     HarborTaskConfig,
     InferenceSpec,
     LoRASpec,
+    MixedPrecisionSpec,
     ModelSpec,
     PanelSpec,
     Phase,
@@ -118,6 +122,7 @@ from forge_gates.spec import (
     RunSpec,
     ScheduleSpec,
     TaskConfigError,
+    TrainedModelSpec,
     check_p0_production,
     check_spec,
     check_task_config,
@@ -136,6 +141,10 @@ from forge_gates.spec import (
 )
 
 __all__ = [
+    "ActorSpec",
+    "CriticSpec",
+    "MixedPrecisionSpec",
+    "TrainedModelSpec",
     "ALLOC_CONF",
     "REALREPO",
     "ALLOC_CONF_ENV",
@@ -243,5 +252,6 @@ __all__ = [
     "visible_gpus",
     "vllm_python",
     "vllm_version",
+    "run_spec_gate",
     "write_config_summary",
 ]

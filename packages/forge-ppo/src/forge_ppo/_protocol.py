@@ -4,6 +4,7 @@ it from below; the factory (`_trainers.build_trainer`) and the recipes use it fr
 
     trainer = build_trainer(spec, model_dir, run_dir)   # local or verl, by backends.trainer
     trainer.budgets                                     # what the built engine uses
+    trainer.settings                                    # offload, checkpointing, dtypes as built
     trainer.export_adapter(served)                      # PEFT adapter for the inference server
     result = trainer.update(rows, step, episodes=...)   # canonical metrics + UpdateRecord
     trainer.save(root, step=step, record=result.record) # Forge's LoRA-only layout
@@ -18,11 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from forge_gates import RunSpec
+from forge_gates import MixedPrecisionSpec, RunSpec, TrainedModelSpec
 from forge_ppo.algo._observability import EpisodeOutcome
 from forge_ppo.checkpoint._summary import ParentCheckpoint
 from forge_ppo.checkpoint._update import UpdateRecord
@@ -70,6 +71,92 @@ class TokenBudgets(BaseModel):
         )
 
 
+# verl's FSDP mixed precision when none is given (`workers/engine/fsdp/transformer_impl.py:
+# 397-399`): what a GPU run got before the knobs existed; CPU ranks compute in fp32 (bf16
+# matmuls are slow and lossy on CPU, and the local trainer computes in fp32)
+VERL_GPU_MIXED_PRECISION = MixedPrecisionSpec(
+    param_dtype="bf16", reduce_dtype="fp32", buffer_dtype="fp32"
+)
+CPU_MIXED_PRECISION = MixedPrecisionSpec(
+    param_dtype="fp32", reduce_dtype="fp32", buffer_dtype="fp32"
+)
+
+
+class ModelSettings(BaseModel):
+    """How one trained model is held and computed, as its engine runs it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    param_offload: bool = Field(description="Parameters and gradients offloaded to the CPU.")
+    optimizer_offload: bool = Field(description="Optimizer states offloaded to the CPU.")
+    gradient_checkpointing: bool = Field(description="Activation checkpointing on.")
+    fused_kernels: bool = Field(description="Log-probs without full-size logits (actor).")
+    dtype: str = Field(description="Dtype of the parameters (master weights).")
+    param_dtype: str = Field(description="Dtype the forward/backward computes in.")
+    reduce_dtype: str = Field(description="Dtype gradients are reduced in.")
+    buffer_dtype: str | None = Field(
+        description="Dtype of the floating-point buffers (verl); None where buffers are no "
+        "setting (the local trainer: Hugging Face keeps its rotary frequencies in fp32)."
+    )
+
+
+class TrainerSettings(BaseModel):
+    """The memory and precision settings of both models and the entropy term of the actor loss:
+    `from_spec` resolves what a spec asks of its backend; a trainer's `settings` are read back
+    from what it built (`PPO_TRAINER_SETTINGS_GATE_PASSED` compares the two)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    actor: ModelSettings = Field(description="The actor (LoRA policy).")
+    critic: ModelSettings = Field(description="The critic (value model).")
+    entropy_coeff: float = Field(description="Entropy coefficient of the actor loss (0 = off).")
+
+    @classmethod
+    def from_spec(cls, spec: RunSpec) -> TrainerSettings:
+        """What `spec` asks for, resolved for its trainer: unset fused kernels and mixed
+        precision take the backend's default (verl: fused on CPU ranks, verl's mixed precision
+        on GPUs); the local trainer computes every part in the model's dtype. FSDP2 casts no
+        buffer, so the buffers stay in the master dtype unless the spec names another."""
+        verl, cpu = spec.backends.trainer == "verl", spec.resources.trainer_gpus == 0
+
+        def model(knobs: TrainedModelSpec, fused: bool) -> ModelSettings:
+            buffers: str | None = knobs.dtype
+            if not verl:  # one process: the model's own dtype throughout, nothing offloaded
+                d, buffers = knobs.dtype, None
+                mp = MixedPrecisionSpec(param_dtype=d, reduce_dtype=d, buffer_dtype=d)
+            elif knobs.mixed_precision is not None:
+                mp = knobs.mixed_precision
+                buffers = mp.buffer_dtype
+            else:
+                mp = CPU_MIXED_PRECISION if cpu else VERL_GPU_MIXED_PRECISION
+            return ModelSettings(
+                param_offload=knobs.param_offload,
+                optimizer_offload=knobs.optimizer_offload,
+                gradient_checkpointing=knobs.gradient_checkpointing,
+                fused_kernels=fused,
+                dtype=knobs.dtype,
+                param_dtype=mp.param_dtype,
+                reduce_dtype=mp.reduce_dtype,
+                buffer_dtype=buffers,
+            )
+
+        chosen = spec.actor.fused_kernels
+        fused = (verl and cpu) if chosen is None else chosen
+        return cls(
+            actor=model(spec.actor, fused),
+            critic=model(spec.critic, False),  # no LM head: nothing to fuse
+            entropy_coeff=spec.ppo.entropy_coeff if spec.ppo is not None else 0.0,
+        )
+
+    def fields(self) -> dict[str, Any]:
+        """Flat `actor.param_offload`-style keys (the gate's ledger fields)."""
+        out: dict[str, Any] = {"entropy_coeff": self.entropy_coeff}
+        for role in ("actor", "critic"):
+            for key, value in getattr(self, role).model_dump().items():
+                out[f"{role}.{key}"] = value
+        return out
+
+
 class Trainer(Protocol):
     """A PPO trainer of a LoRA actor and a critic, behind which the engine may be one process
     (`forge_ppo.local`) or verl worker groups on Ray (`forge_ppo.verl`)."""
@@ -80,6 +167,12 @@ class Trainer(Protocol):
         ...
 
     @property
+    def settings(self) -> TrainerSettings:
+        """Offload, checkpointing, fused kernels, dtypes and the entropy coefficient as built
+        (read back from the engine, for PPO_TRAINER_SETTINGS_GATE_PASSED)."""
+        ...
+
+    @property
     def parent(self) -> ParentCheckpoint | None:
         """The checkpoint this run warm-started from (None: fresh adapter, new value head)."""
         ...
@@ -87,7 +180,10 @@ class Trainer(Protocol):
     def update(
         self, rows: Sequence[SampleRow], step: int, *, episodes: Sequence[EpisodeOutcome] | None
     ) -> UpdateResult:
-        """One PPO update (old log-probs, values, GAE, critic and actor updates); fails closed."""
+        """One PPO update (old log-probs, values, GAE, critic and actor updates); fails closed.
+        Its metrics carry, per budget, the largest micro-batch the engine formed:
+        `perf/peak_padded_tokens/<budget>` (tokens as computed: sequences x the longest when
+        padded), which the update gate holds to the budget."""
         ...
 
     def export_adapter(self, folder: Path) -> None:

@@ -9,6 +9,7 @@ check adapters against vLLM's rules, plan micro-batches.
     forge-ppo sft --config smoke-local         # the demo policy (cached), its report
     forge-ppo learn --config formal-learn-local  # PPO from it, pass@1 before/after
     forge-ppo p0 --config p0-local --checkpoint smoke=RUN/checkpoints/global_step_1  # P0
+    forge-ppo estimate --config soak-5gpu --model-config qwen3-8b   # per-GPU memory, no GPU
 Exit status: 0 ok, 1 a check or gate failed, 2 usage error.
 """
 
@@ -170,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.set_defaults(run=_train)
     add_recipe_commands(sub, _quiet_libraries, apply_overrides)
+    from forge_ppo.estimate.cli import add_estimate_command
+
+    add_estimate_command(sub, apply_overrides)
     return use_help_formatter(parser)
 
 

@@ -32,6 +32,7 @@ from forge_gates.ledger._phases import (
     verify_run,
     write_config_summary,
 )
+from forge_gates.ledger._run_spec import run_spec_gate
 
 __all__ = [
     "CONFIG_SUMMARY",
@@ -48,6 +49,7 @@ __all__ = [
     "read_config_summary",
     "read_ledger",
     "record_gate",
+    "run_spec_gate",
     "verify_ledger",
     "verify_run",
     "write_config_summary",

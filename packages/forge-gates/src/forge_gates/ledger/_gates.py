@@ -25,6 +25,9 @@ class Gate(StrEnum):
     PPO_TRAINER_RANKS_LOAD_PASSED = "PPO_TRAINER_RANKS_LOAD_PASSED"
     PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED = "PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED"
     PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED = "PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED"
+    # offload, gradient checkpointing, fused kernels, dtypes, entropy: read back from the built
+    # trainer and held to the spec's `[actor]` / `[critic]` / `ppo.entropy_coeff`
+    PPO_TRAINER_SETTINGS_GATE_PASSED = "PPO_TRAINER_SETTINGS_GATE_PASSED"
     # training: updates, adapters, checkpoints, verdicts
     PPO_SMOKE_UPDATE_PASSED = "PPO_SMOKE_UPDATE_PASSED"
     PPO_ADAPTER_PUSH_PASSED = "PPO_ADAPTER_PUSH_PASSED"

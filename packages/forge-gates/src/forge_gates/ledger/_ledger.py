@@ -92,6 +92,9 @@ def _locked(run_dir: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+FAILED_TEXT = 300  # characters of each expected / found kept in a `_FAILED` line
+
+
 def record_gate(
     run_dir: str | os.PathLike[str] | None,
     gate: str,
@@ -133,12 +136,18 @@ def gate(
     """Pass or fail the gate `name`.
 
     With no violations: record `name` with `fields` and print its marker. Otherwise record
-    `<name>_FAILED` with the violations (when a run folder exists), print them all to stderr
-    and raise one GateError listing every one of them.
+    `<name>_FAILED` with the violations, each rule with what it expected and what was found
+    (when a run folder exists), print them all to stderr and raise one GateError listing every
+    one of them.
     """
     if not violations:
         return record_gate(run_dir, name, fields, stream=stream)
-    failure = {"violations": len(violations), "rules": [v.rule for v in violations]}
+    failure = {
+        "violations": len(violations),
+        "rules": [v.rule for v in violations],
+        "expected": [v.expected[:FAILED_TEXT] for v in violations],
+        "found": [v.found[:FAILED_TEXT] for v in violations],
+    }
     error = GateError(name, violations)
     if run_dir is not None and Path(run_dir).is_dir():
         record_gate(run_dir, failed_name(name), failure, stream=stream)

@@ -80,6 +80,7 @@ def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requiremen
             # read back from the built trainer, so after the models (and any warm start)
             Requirement(Gate.PPO_SMOKE_TOKEN_BUDGET_GATE_PASSED),
             Requirement(Gate.PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED),
+            Requirement(Gate.PPO_TRAINER_SETTINGS_GATE_PASSED),
             Requirement(Gate.PPO_SMOKE_UPDATE_PASSED, *updates),
             Requirement(Gate.PPO_COMPACT_CHECKPOINT_PASSED),
             Requirement(Gate.PPO_SMOKE_PASSED if phase == "smoke" else Gate.PPO_SOAK_PASSED),
@@ -96,6 +97,7 @@ def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requiremen
             *_ranks(spec),
             *_separated(spec),
             Requirement(Gate.PPO_CRITIC_TOKEN_BUDGET_GATE_PASSED),
+            Requirement(Gate.PPO_TRAINER_SETTINGS_GATE_PASSED),
             Requirement(Gate.TRAIN_EPOCH_COVERAGE, *epochs),
             Requirement(Gate.PPO_FINAL_CHECKPOINT_PASSED),
         ]  # plus one validation / checkpoint gate per scheduled step (`_schedule_rules`)

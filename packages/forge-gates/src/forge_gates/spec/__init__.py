@@ -19,6 +19,7 @@ from forge_gates.spec._config import (
     spec_sha256,
     validate_config,
 )
+from forge_gates.spec._memory import ActorSpec, CriticSpec, MixedPrecisionSpec, TrainedModelSpec
 from forge_gates.spec._rules import (
     P0_PRODUCTION,
     check_p0_production,
@@ -55,6 +56,10 @@ from forge_gates.spec._task_config import (
 from forge_gates.spec._task_keys import harbor_fields as harbor_task_fields
 
 __all__ = [
+    "ActorSpec",
+    "CriticSpec",
+    "MixedPrecisionSpec",
+    "TrainedModelSpec",
     "P0_PRODUCTION",
     "AgentSpec",
     "BackendSpec",

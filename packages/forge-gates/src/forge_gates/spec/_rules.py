@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from forge_gates._checks import Check, Violation
+from forge_gates.spec._memory import check_memory_knobs
 
 if TYPE_CHECKING:
     from forge_gates.spec._spec import RunSpec
@@ -25,6 +26,7 @@ def check_spec(spec: RunSpec) -> list[Violation]:
     _check_resources(spec, check)
     _check_backends(spec, check)
     _check_warm_start(spec, check)
+    check_memory_knobs(spec, check)
     if spec.phase in TRAINING_PHASES:
         _check_training(spec, check)
     if spec.phase == "smoke":

@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from forge_gates.spec._memory import ActorSpec, CriticSpec
 from forge_gates.spec._rules import check_spec
 
 Phase = Literal["smoke", "soak", "formal", "p0"]
@@ -73,7 +74,12 @@ class PPOSpec(_Frozen):
             "(its adapter frozen as loaded; local trainer only)."
         ),
     )
-    entropy_coeff: float = Field(default=0.0, ge=0.0, description="Entropy bonus coefficient.")
+    entropy_coeff: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="Entropy bonus coefficient (verl: actor.entropy_coeff); 0 takes the "
+        "entropy out of the actor loss, so its backward (a full-vocabulary term) is not built.",
+    )
     loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = Field(
         default="token-mean", description="How token losses are aggregated."
     )
@@ -394,6 +400,15 @@ class RunSpec(_Frozen):
     )
     ppo: PPOSpec | None = Field(default=None, description="PPO knobs (training phases).")
     lora: LoRASpec = Field(default_factory=LoRASpec, description="Actor adapter.")
+    actor: ActorSpec = Field(
+        default_factory=ActorSpec,
+        description="Actor memory and precision: offload, gradient checkpointing, fused "
+        "kernels, dtypes (the entropy term is ppo.entropy_coeff).",
+    )
+    critic: CriticSpec = Field(
+        default_factory=CriticSpec,
+        description="Critic memory and precision: offload, gradient checkpointing, dtypes.",
+    )
     schedule: ScheduleSpec = Field(default_factory=ScheduleSpec, description="Update schedule.")
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec, description="Checkpoints.")
     eval: EvalSpec | None = Field(default=None, description="P0 protocol (phase p0 only).")

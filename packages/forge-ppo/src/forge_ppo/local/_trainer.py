@@ -19,7 +19,7 @@ from time import perf_counter
 import torch
 
 from forge_gates import RunSpec
-from forge_ppo._protocol import TokenBudgets, UpdateResult
+from forge_ppo._protocol import ModelSettings, TokenBudgets, TrainerSettings, UpdateResult
 from forge_ppo.algo._batch import Batch, assert_finite_metrics, collate, split_rows
 from forge_ppo.algo._errors import PPOInputError
 from forge_ppo.algo._gae import compute_gae, masked_whiten
@@ -85,6 +85,16 @@ class PPOTrainer:
         )
 
     # -- the Trainer protocol besides update ------------------------------------------------
+
+    @property
+    def settings(self) -> TrainerSettings:
+        """Read back from the models this trainer steps (`_model_settings`); the entropy
+        coefficient is the one `actor_backward` applies (`ppo.entropy_coeff`)."""
+        return TrainerSettings(
+            actor=_model_settings(self.actor.model),
+            critic=_model_settings(self.critic),
+            entropy_coeff=self.ppo.entropy_coeff,
+        )
 
     def export_adapter(self, folder: Path) -> None:
         """The actor's adapter in PEFT format for the inference server (atomic files)."""
@@ -306,6 +316,30 @@ class PPOTrainer:
             micro = sum(map(len, plans[name])) * ppo.ppo_epochs
             throughput[f"perf/micro_batches/{name}_train"] = float(micro)
         return steps["actor"], steps["critic"], throughput
+
+
+def _model_settings(model: torch.nn.Module) -> ModelSettings:
+    """One process: nothing offloaded or fused; activation checkpointing as the Hugging Face
+    modules hold it; the parameters' dtype is the compute dtype, the trainable ones' that of
+    the gradients (no reduce)."""
+    names = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+    def dtype_of(params: list[torch.nn.Parameter]) -> str:
+        return "+".join(sorted({names.get(p.dtype, str(p.dtype)) for p in params})) or "none"
+
+    params = list(model.parameters())
+    return ModelSettings(
+        param_offload=False,
+        optimizer_offload=False,
+        gradient_checkpointing=any(
+            getattr(m, "gradient_checkpointing", False) is True for m in model.modules()
+        ),
+        fused_kernels=False,
+        dtype=dtype_of(params),
+        param_dtype=dtype_of(params),
+        reduce_dtype=dtype_of([p for p in params if p.requires_grad]),
+        buffer_dtype=None,  # Hugging Face keeps rotary frequencies in fp32: no setting here
+    )
 
 
 def _valid_rows(rows: Sequence[SampleRow]) -> tuple[list[SampleRow], dict[str, int]]:

@@ -75,9 +75,12 @@ class Actor:
     @classmethod
     def from_model(cls, base: PreTrainedModel, lora: LoRASpec, *, base_model: str) -> Actor:
         """Wrap `base` (modified in place) with a fresh adapter from `lora` (`lora_config`);
-        `base_model` names it in the adapter config (the local folder it was loaded from)."""
+        `base_model` names it in the adapter config (the local folder it was loaded from). The
+        adapter takes the base's dtype (PEFT would keep it in fp32 on a bf16 base), as verl
+        casts it (`transformer_impl.py:372-381`): a spec's `actor.dtype` is the whole model's."""
         base.name_or_path = base.config.name_or_path = base_model
-        model = get_peft_model(base, lora_config(lora, base_model=base_model))
+        config = lora_config(lora, base_model=base_model)
+        model = get_peft_model(base, config, autocast_adapter_dtype=False)
         return cls(model, base_model=base_model, lora=lora)
 
     @classmethod

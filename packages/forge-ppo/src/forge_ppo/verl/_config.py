@@ -5,6 +5,21 @@ look it up in verl's `trainer/config/_generated_ppo_trainer.yaml`. The critic's 
 set on its *engine* config explicitly (verl #7462: the v1 trainer gives both budgets the
 inference value, and neither trainer passes them to the engine); the budget gates read them
 back from the built workers.
+
+The spec's `[actor]` / `[critic]` knobs (forge_gates `_memory`) map one to one (`knob_values`):
+
+    actor.param_offload / optimizer_offload   actor_rollout_ref.actor.fsdp_config.*
+    critic.param_offload / optimizer_offload  critic.fsdp.*
+    actor.gradient_checkpointing              actor_rollout_ref.model.enable_gradient_checkpointing
+    critic.gradient_checkpointing             critic.model.enable_gradient_checkpointing
+    actor.fused_kernels                       actor_rollout_ref.model.use_fused_kernels
+    actor|critic.dtype                        <fsdp>.model_dtype (master weights)
+    actor|critic.mixed_precision              <fsdp>.mixed_precision {param,reduce,buffer}_dtype
+                                              and <fsdp>.dtype (the param dtype, verl's name)
+    ppo.entropy_coeff                         actor_rollout_ref.actor.entropy_coeff
+
+This module imports neither verl nor Hydra (`_compose` composes the config), so the mapping
+is testable without them.
 """
 
 from __future__ import annotations
@@ -13,14 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import verl
-from hydra import compose as hydra_compose
-from hydra import initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-
 from forge_gates import RunSpec
+from forge_ppo._protocol import TrainerSettings
 
 KL_LOSS_TYPES = {"k1": "kl", "k3": "low_var_kl"}  # Forge's estimator -> verl's kl_loss_type
+TORCH_NAMES = {"fp32": "float32", "bf16": "bfloat16"}  # verl's EngineConfig.dtype spelling
 
 
 @dataclass(frozen=True)
@@ -45,7 +57,6 @@ def overrides(spec: RunSpec, model_dir: Path, critic_dir: str, topology: VerlTop
     ppo, lora, ctx = spec.ppo, spec.lora, spec.context
     targets = "[" + ",".join(lora.target_modules) + "]"
     arr, actor, critic = "actor_rollout_ref", "actor_rollout_ref.actor", "critic"
-    cpu = topology.device == "cpu"
     values: dict[str, Any] = {
         # the model: LoRA on the actor (PEFT LoraConfig from these), sdpa attention
         f"{arr}.model.path": str(model_dir),
@@ -53,12 +64,6 @@ def overrides(spec: RunSpec, model_dir: Path, critic_dir: str, topology: VerlTop
         f"{arr}.model.lora_alpha": lora.alpha,
         f"{arr}.model.target_modules": targets,
         f"{arr}.model.use_remove_padding": False,
-        f"{arr}.model.enable_gradient_checkpointing": False,
-        # on CPU, log-probs and entropy from verl's chunked torch kernel (`utils/experimental/
-        # torch_functional.py`); unfused, verl takes one logsumexp per token in a Python loop
-        # there (`logprobs_from_logits_v2`: no flash-attn cross entropy); GPUs keep verl's
-        # default (flash-attn's cross entropy, which `nox -s verl_gpu` checks is installed)
-        f"{arr}.model.use_fused_kernels": cpu,
         f"+{arr}.model.override_config.attn_implementation": "sdpa",
         # the actor: FSDP2 (FSDP1 cannot run on CPU ranks), Forge's PPO settings
         f"{actor}.strategy": "fsdp2",
@@ -71,7 +76,6 @@ def overrides(spec: RunSpec, model_dir: Path, critic_dir: str, topology: VerlTop
         f"{actor}.clip_ratio_high": ppo.clip_ratio,
         f"{actor}.clip_ratio_c": ppo.dual_clip if ppo.dual_clip is not None else 1e9,
         f"{actor}.loss_agg_mode": ppo.loss_agg_mode,
-        f"{actor}.entropy_coeff": ppo.entropy_coeff,
         f"{actor}.use_kl_loss": ppo.kl_beta > 0,
         f"{actor}.kl_loss_coef": ppo.kl_beta,
         f"{actor}.kl_loss_type": KL_LOSS_TYPES[ppo.kl_estimator],
@@ -81,8 +85,6 @@ def overrides(spec: RunSpec, model_dir: Path, critic_dir: str, topology: VerlTop
         f"{actor}.use_dynamic_bsz": True,
         f"{actor}.ppo_max_token_len_per_gpu": ctx.actor_train_tokens,
         f"{actor}.ppo_mini_batch_size": ppo.actor_mini_batch_size,
-        f"{actor}.fsdp_config.param_offload": False,
-        f"{actor}.fsdp_config.optimizer_offload": False,
         f"{actor}.checkpoint.save_contents": "[model]",
         # the log-prob passes (old / reference) share the actor's budget
         f"{arr}.rollout.log_prob_use_dynamic_bsz": True,
@@ -94,7 +96,6 @@ def overrides(spec: RunSpec, model_dir: Path, critic_dir: str, topology: VerlTop
         f"{critic}.strategy": "fsdp2",
         f"{critic}.model.path": critic_dir,
         f"{critic}.model.use_remove_padding": False,
-        f"{critic}.model.enable_gradient_checkpointing": False,
         f"+{critic}.model.override_config.attn_implementation": "sdpa",
         f"{critic}.optim.lr": ppo.critic_lr,
         f"{critic}.optim.weight_decay": 0.01,
@@ -118,29 +119,43 @@ def overrides(spec: RunSpec, model_dir: Path, critic_dir: str, topology: VerlTop
         "trainer.nnodes": 1,
         "trainer.logger": "[console]",
     }
-    for fsdp in (f"{actor}.fsdp_config", f"{critic}.fsdp"):
-        values[f"{fsdp}.model_dtype"] = "fp32"  # master weights
-        values[f"{fsdp}.use_torch_compile"] = False
-        if cpu:  # bf16 matmuls are slow and lossy on CPU (the local trainer computes in fp32);
-            # verl's FSDP mixed precision defaults to bf16 params when none is given
-            values[f"{fsdp}.dtype"] = "float32"
-            values[f"+{fsdp}.mixed_precision"] = (
-                "{param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}"
-            )
+    values |= knob_values(spec)
     return [f"{k}={_value(v)}" for k, v in values.items()]
+
+
+def knob_values(spec: RunSpec) -> dict[str, Any]:
+    """The `[actor]` / `[critic]` knobs and the entropy term as verl config paths -> values,
+    resolved by `TrainerSettings.from_spec` (the same resolution the settings gate holds the
+    built workers to). Unset fused kernels: on for CPU ranks, where log-probs and entropy then
+    come from verl's chunked torch kernel (`utils/experimental/torch_functional.py`; unfused,
+    verl takes one logsumexp per token in a Python loop there, `logprobs_from_logits_v2`); off
+    on GPUs, verl's default (flash-attn's cross entropy, which `nox -s verl_gpu` checks)."""
+    arr = "actor_rollout_ref"
+    wanted = TrainerSettings.from_spec(spec)
+    values: dict[str, Any] = {
+        f"{arr}.model.use_fused_kernels": wanted.actor.fused_kernels,
+        f"{arr}.actor.entropy_coeff": wanted.entropy_coeff,
+    }
+    for settings, model, fsdp in (
+        (wanted.actor, f"{arr}.model", f"{arr}.actor.fsdp_config"),
+        (wanted.critic, "critic.model", "critic.fsdp"),
+    ):
+        values |= {
+            f"{model}.enable_gradient_checkpointing": settings.gradient_checkpointing,
+            f"{fsdp}.param_offload": settings.param_offload,
+            f"{fsdp}.optimizer_offload": settings.optimizer_offload,
+            f"{fsdp}.model_dtype": settings.dtype,  # master weights
+            f"{fsdp}.use_torch_compile": False,
+            f"{fsdp}.dtype": TORCH_NAMES[settings.param_dtype],
+            f"+{fsdp}.mixed_precision": (
+                f"{{param_dtype:{settings.param_dtype},reduce_dtype:{settings.reduce_dtype},"
+                f"buffer_dtype:{settings.buffer_dtype}}}"
+            ),
+        }
+    return values
 
 
 def _value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
-
-
-def compose(spec: RunSpec, model_dir: Path, critic_dir: str, topology: VerlTopology) -> Any:
-    """verl's `ppo_trainer` config (an omegaconf DictConfig) with Forge's overrides."""
-    config_dir = Path(verl.__file__).parent / "trainer" / "config"
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        return hydra_compose(
-            "ppo_trainer", overrides=overrides(spec, model_dir, critic_dir, topology)
-        )

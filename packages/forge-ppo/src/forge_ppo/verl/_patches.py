@@ -13,7 +13,8 @@ VERL_VERSION = "0.9.1"
 APPLIED: list[str] = []
 
 
-def _check_version() -> None:
+def check_version() -> None:
+    """Refuse any verl but the one these patches and read-backs were written for."""
     found = metadata.version("verl")
     if found != VERL_VERSION:
         raise RuntimeError(
@@ -81,7 +82,7 @@ PATCHES = {
 
 def apply_cpu_patches(only: tuple[str, ...] | None = None) -> None:
     """Apply every CPU patch once (`only`: a subset, for the tests that show each is needed)."""
-    _check_version()
+    check_version()
     for name, patch in PATCHES.items():
         if name in APPLIED or (only is not None and name not in only):
             continue

@@ -41,7 +41,7 @@ from verl.workers.utils.losses import value_loss
 from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
 
 from forge_gates import Check, Gate, GateError, RunSpec, Violation, gate
-from forge_ppo._protocol import TokenBudgets, UpdateResult
+from forge_ppo._protocol import ModelSettings, TokenBudgets, TrainerSettings, UpdateResult
 from forge_ppo.algo._batch import assert_finite_metrics, split_rows
 from forge_ppo.algo._errors import PPOInputError
 from forge_ppo.algo._gae import compute_gae, masked_whiten
@@ -52,7 +52,8 @@ from forge_ppo.checkpoint._save import save_run_checkpoint
 from forge_ppo.checkpoint._update import UpdateRecord, UpdateTracker
 from forge_ppo.policy._build import build_models
 from forge_ppo.policy._update_metrics import batch_metrics, critic_metrics, episode_outcomes
-from forge_ppo.verl._config import VerlTopology, compose
+from forge_ppo.verl._compose import compose
+from forge_ppo.verl._config import VerlTopology
 from forge_ppo.verl._critic import critic_folder, from_verl_critic, to_verl_critic
 from forge_ppo.verl._data import rows_to_tensors
 from forge_ppo.verl._platform import ENV, NAME, cpu_requested, ensure_registered
@@ -115,6 +116,7 @@ class VerlTrainer:
             # 4. the worker groups, then proof that every rank holds the mirror's weights
             self._build_workers(model_dir, init)
             self.budgets = self._read_budgets()
+            self.settings = self._read_settings()
             self._check_loaded()
         except BaseException:
             self.close()
@@ -165,6 +167,8 @@ class VerlTrainer:
         self._groups["actor"].init_model()
         self._groups["critic"].reset()
         self._groups["critic"].set_loss_fn(partial(value_loss, config=critic_cfg))
+        for part in ("actor", "critic"):  # record the micro-batches each engine forms
+            self._groups[part].forge_watch()
 
     def _apply_critic_budgets(self, critic_cfg: Any) -> None:
         """The critic's budgets on its ENGINE config, each from its own spec field: verl's v1
@@ -198,6 +202,54 @@ class VerlTrainer:
             critic_train=critic[0]["train"],
             critic_infer=critic[0]["infer"],
         )
+
+    def _read_settings(self) -> TrainerSettings:
+        """The offload / checkpointing / fused-kernel / dtype settings the built engines run
+        with and the entropy coefficient of the actor's loss, every rank agreeing (else the
+        settings gate fails here)."""
+        actor = self._groups["actor"].forge_settings()
+        critic = self._groups["critic"].forge_settings()
+        check = Check(Gate.PPO_TRAINER_SETTINGS_GATE_PASSED)
+        for name, ranks in (("actor", actor), ("critic", critic)):
+            check.require(
+                all(r == ranks[0] for r in ranks),
+                rule=f"settings.{name}.ranks",
+                expected="every rank with the same settings",
+                found=str(ranks),
+                fix="rebuild the workers from one config",
+            )
+        if not check.ok:
+            raise GateError(check.gate, check.violations)
+        entropy = actor[0].pop("entropy_coeff")
+        return TrainerSettings(
+            actor=ModelSettings(**actor[0]),
+            critic=ModelSettings(**critic[0]),
+            entropy_coeff=entropy,
+        )
+
+    def _micro_batch_metrics(self) -> dict[str, float]:
+        """Per budget, the largest micro-batch any rank's engine formed during this update
+        (`_readback`): `perf/peak_padded_tokens/<budget>` as computed (padded to the longest
+        sequence unless packed), `perf/peak_real_tokens/<budget>` (what verl's budget counts),
+        `perf/micro_batch_budget/<budget>` (the budget the engine batched under) and
+        `perf/micro_batches/<budget>` (formed, all ranks)."""
+        metrics: dict[str, float] = {}
+        for part in ("actor", "critic"):
+            for rank in self._groups[part].forge_micro_batches():
+                for pass_, entry in rank.items():
+                    budget = f"{part}_{pass_}"
+                    for key, name in (
+                        ("tokens", "peak_padded_tokens"),
+                        ("real", "peak_real_tokens"),
+                        ("budget", "micro_batch_budget"),
+                        ("micro_batches", "micro_batches"),
+                    ):
+                        metric, value = f"perf/{name}/{budget}", float(entry[key])
+                        before = metrics.get(metric, 0.0)
+                        metrics[metric] = (
+                            before + value if key == "micro_batches" else (max(before, value))
+                        )
+        return metrics
 
     def _check_loaded(self) -> None:
         """PPO_TRAINER_RANKS_LOAD_PASSED ranks=N: on every rank the actor's adapter and the
@@ -328,6 +380,7 @@ class VerlTrainer:
             **critic_metrics_,
             **critic_metrics(task_ids, values[real], returns[real], advantages[real], mask[real]),
             "actor/entropy": float((entropy * mask).sum() / mask.sum().clamp(min=1)),
+            **self._micro_batch_metrics(),
             **timer.metrics(),
             "perf/verl_ranks": float(world),
         }

@@ -11,7 +11,11 @@ own dispatch (`Dispatch.ONE_TO_ALL`: every rank runs it, the driver gets one res
   returned by rank 0 only: the actor's PEFT adapter tensors (PEFT's key names), the critic's
   whole state dict;
 - `forge_fingerprint()`: per rank, the SHA-256 of the full tensors, the number of meta tensors
-  and whether all are finite (the warm-start check "on every rank").
+  and whether all are finite (the warm-start check "on every rank");
+- `forge_settings()`: the offload, checkpointing, fused-kernel and dtype settings the built
+  engine runs with (the actor's also the entropy coefficient of the loss it uses);
+- `forge_watch()` once after building, then `forge_micro_batches()` after each update: the
+  largest micro-batch the engine formed per pass since the last call (`_readback`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
 
 from forge_ppo.checkpoint._adapter import tensor_fingerprint
+from forge_ppo.verl._readback import engine_settings, take_records, watch_engine
 
 
 def _budgets(engine_config: Any) -> dict[str, Any]:
@@ -123,6 +128,23 @@ class ForgeActorWorker(ActorRolloutRefWorker):
         module = self.actor.engine.module
         return _fingerprint(module, _adapter_state(module), self.rank)
 
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def forge_settings(self) -> dict[str, Any]:
+        assert self.actor is not None, "init_model() first"
+        loss_config = self.loss_fn.keywords["config"]  # the config ppo_loss is bound to
+        return engine_settings(self.actor.engine) | {
+            "entropy_coeff": float(loss_config.entropy_coeff)
+        }
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def forge_watch(self) -> None:
+        assert self.actor is not None, "init_model() first"
+        watch_engine(self.actor.engine, "actor")
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def forge_micro_batches(self) -> dict[str, dict[str, int]]:
+        return take_records("actor")
+
 
 class ForgeCriticWorker(TrainingWorker):
     """verl's training worker for the value model plus Forge's read-backs."""
@@ -140,3 +162,15 @@ class ForgeCriticWorker(TrainingWorker):
     def forge_fingerprint(self) -> dict[str, Any]:
         module = self.engine.module
         return _fingerprint(module, _full_state(module), self.rank)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def forge_settings(self) -> dict[str, Any]:
+        return engine_settings(self.engine)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def forge_watch(self) -> None:
+        watch_engine(self.engine, "critic")
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def forge_micro_batches(self) -> dict[str, dict[str, int]]:
+        return take_records("critic")

@@ -1,19 +1,28 @@
 """P0's checks before and after the rollouts: the candidates (`P0_CANDIDATES_PASSED`), the
-panels and the protocol values actually used (checked against production by the caller), a
-panel's completeness (`P0_PANEL_COMPLETE`: every attempt ran, not all infrastructure errors,
-its commands audited into `hack-audit.json`) and the hack audit's hold on a comparison
-(`agent.max_hack_flagged_ratio`: a candidate past it is marked, and `P0_COMPARISON_PASSED`
-fails)."""
+panels and the protocol values actually used (checked against production by the caller), the
+endpoint the episodes will use (`P0_ENDPOINT_GATE_PASSED`: the gateway answers from the rollout
+host, healthy, with the protocol's window and reserve), a panel's completeness
+(`P0_PANEL_COMPLETE`: every attempt ran, not all infrastructure errors, its commands audited
+into `hack-audit.json`) and the hack audit's hold on a comparison (`agent.max_hack_flagged_ratio`:
+a candidate past it is marked, and `P0_COMPARISON_PASSED` fails)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from forge_data import ensure_task_set, verify_task_set
 from forge_eval import Comparison, Job, Report, read_job, score_job
 from forge_gates import Check, Gate, RunSpec, Violation, atomic_write_text, gate, read_ledger
-from forge_rollout import AgentConfig, audit_job, resolve_split, resolve_tasks
+from forge_rollout import (
+    AgentConfig,
+    NetworkConnectionError,
+    audit_job,
+    check_endpoint,
+    resolve_split,
+    resolve_tasks,
+)
 from forge_sandbox import HarborTask
 
 
@@ -130,6 +139,60 @@ def protocol_values(
         "concurrency": spec.resources.concurrency,
         "near_window_probe": spec.eval.near_window_probe,
     }
+
+
+def endpoint_gate(
+    spec: RunSpec,
+    run_dir: Path,
+    endpoint: str,
+    probe: Callable[[str], dict[str, Any]] = check_endpoint,
+) -> dict[str, Any]:
+    """P0_ENDPOINT_GATE_PASSED: `GET <endpoint>/health` from this (the rollout) host answers,
+    the gateway is healthy (`status` ok: its upstream answered 200 and its traces are
+    writable) and guards the protocol's window and reserve; else P0_ENDPOINT_GATE_FAILED with
+    what was expected and found, before any task runs. Returns the health answer."""
+    check = Check(Gate.P0_ENDPOINT_GATE_PASSED)
+    fix = "start the gateway and its inference server on this host (see the stack's log)"
+    health: dict[str, Any] = {}
+    try:
+        health = probe(endpoint)
+    except (NetworkConnectionError, OSError, ValueError) as error:
+        check.add(
+            Violation(
+                rule="p0.endpoint.answers",
+                expected=f"GET {endpoint}/health answered from the rollout host",
+                found=f"{type(error).__name__}: {error}"[:300],
+                fix=fix,
+            )
+        )
+    gateway: dict[str, Any] = health.get("gateway") or {}
+    upstream: dict[str, Any] = health.get("upstream") or {}
+    if health:
+        check.require(
+            health.get("status") == "ok",
+            rule="p0.endpoint.healthy",
+            expected="status 'ok' (the upstream answered 200, the traces are writable)",
+            found=f"status {health.get('status')!r}, upstream {upstream.get('status')!r} "
+            f"{upstream.get('error') or ''}".strip(),
+            fix=fix,
+        )
+        for key, want in (("window", spec.context.window), ("reserve", spec.context.reserve)):
+            check.require(
+                gateway.get(key) == want,
+                rule=f"p0.endpoint.{key}",
+                expected=f"the gateway's {key} = context.{key} ({want})",
+                found=f"{gateway.get(key)!r}",
+                fix=f"start the gateway with the spec's context.{key}",
+            )
+    fields = {
+        "endpoint": endpoint,
+        "status": health.get("status"),
+        "upstream_status": upstream.get("status"),
+        "window": gateway.get("window"),
+        "reserve": gateway.get("reserve"),
+    }
+    gate(run_dir, check.gate, check.violations, fields)
+    return health
 
 
 def _first_infra_error(job: Job) -> str:

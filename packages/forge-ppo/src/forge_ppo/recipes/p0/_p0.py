@@ -47,8 +47,8 @@ from forge_gates import (
     new_run_dir,
     preflight,
     record_gate,
+    run_spec_gate,
     sha256_canonical,
-    spec_sha256,
     verify_run,
     visible_gpus,
     write_config_summary,
@@ -61,6 +61,7 @@ from forge_ppo.recipes._sandboxes import (
 )
 from forge_ppo.recipes.p0._checks import (
     check_hack_audit,
+    endpoint_gate,
     panel_complete,
     protocol_values,
     resolve_candidates,
@@ -72,7 +73,6 @@ from forge_rollout import (
     AgentConfig,
     InferenceStack,
     agent_config_from_spec,
-    check_endpoint,
     open_inference_stack,
     resolve_model,
     run_rollouts,
@@ -192,11 +192,7 @@ def _write_run_folder(
     folder) and `P0_PROTOCOL_GATE_PASSED` with the values used; returns the job folders."""
     sha = sha256_canonical(protocol)
     write_config_summary(run_dir, spec)
-    record_gate(
-        run_dir,
-        Gate.RUN_SPEC_GATE_PASSED,
-        {"phase": "p0", "name": spec.name, "sha256": spec_sha256(spec)},
-    )
+    run_spec_gate(run_dir, spec)  # the summary read back: this spec, every rule holding
     record_gate(run_dir, Gate.DATA_SPLIT_VERIFIED, split.fields())
     jobs = {n: {p: str(run_dir / "jobs" / n / p) for p in panels} for n in adapters}
     atomic_write_text(
@@ -267,12 +263,7 @@ def _serve_panels(
     assert spec.eval is not None
     attempts, concurrency = spec.eval.attempts, spec.resources.concurrency
     live.near_window_probe()  # records P0_NEAR_WINDOW_PROBE_PASSED, or fails
-    health = check_endpoint(live.gateway_url)
-    record_gate(
-        run_dir,
-        Gate.P0_ENDPOINT_GATE_PASSED,
-        {"endpoint": live.gateway_url, "upstream_ok": bool(health)},
-    )
+    endpoint_gate(spec, run_dir, live.gateway_url)  # P0_ENDPOINT_GATE_PASSED, or _FAILED
     for name, adapter in adapters.items():
         model = live.base_model
         if adapter is not None:

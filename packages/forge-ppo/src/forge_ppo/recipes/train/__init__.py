@@ -9,7 +9,14 @@ data plan), `_rollouts` (batches and validation through forge-rollout), `_placem
 separated rollout), `_runlog` (metrics, update files, curves).
 """
 
-from forge_ppo.recipes.train._checks import budget_gates
+from forge_ppo.recipes.train._checks import budget_gates, check_micro_batches, settings_gate
 from forge_ppo.recipes.train._train import Run, retired_checkpoints, train
 
-__all__ = ["Run", "budget_gates", "retired_checkpoints", "train"]
+__all__ = [
+    "Run",
+    "budget_gates",
+    "check_micro_batches",
+    "retired_checkpoints",
+    "settings_gate",
+    "train",
+]

@@ -1,7 +1,8 @@
 """The train recipe's gates, one named check each (every one collects all its violations and
-fails once through `forge_gates.gate`): token budgets read back from the built trainer, the
-served adapter and a live server before each update, the batch's rows and rollout health, the
-update's measured budgets and finite metrics, an epoch's trained coverage, the phase's verdict.
+fails once through `forge_gates.gate`): token budgets and memory settings read back from the
+built trainer, the served adapter and a live server before each update, the batch's rows and
+rollout health, the update's micro-batches (the largest the engine formed, against each budget)
+and finite metrics, an epoch's trained coverage, the phase's verdict.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import forge_data
 from forge_gates import Check, Gate, RunSpec, Violation, gate
-from forge_ppo._protocol import TokenBudgets, Trainer
+from forge_ppo._protocol import TokenBudgets, Trainer, TrainerSettings
 from forge_ppo.recipes.train._plan import RunPlan
 from forge_ppo.recipes.train._runlog import all_finite, update_file_name
 from forge_rollout import InferenceStack, VLLMError
@@ -61,6 +62,69 @@ def budget_gates(spec: RunSpec, trainer: Trainer, run_dir: Path) -> None:
     )
     fields = {"required": length, "infer": built.critic_infer, "train": built.critic_train}
     gate(run_dir, check.gate, check.violations, fields)
+
+
+def settings_gate(spec: RunSpec, trainer: Trainer, run_dir: Path) -> None:
+    """PPO_TRAINER_SETTINGS_GATE_PASSED: offload, gradient checkpointing, fused kernels, dtypes
+    and the entropy coefficient read back from the built trainer (verl: its workers' engines and
+    loss) equal the spec's `[actor]` / `[critic]` / `ppo.entropy_coeff`, resolved for its
+    backend; every difference is one violation, the read-back values are the gate's fields."""
+    wanted = TrainerSettings.from_spec(spec).fields()
+    built = trainer.settings.fields()
+    check = Check(Gate.PPO_TRAINER_SETTINGS_GATE_PASSED)
+    for key, value in wanted.items():
+        check.require(
+            built.get(key) == value,
+            rule=f"settings.{key}",
+            expected=f"{key} = {value!r} (the spec, resolved for backends.trainer = "
+            f"{spec.backends.trainer!r})",
+            found=f"{built.get(key, 'absent')!r} read back from the built trainer",
+            fix="the engine did not apply the spec's setting (or overrode it): see the "
+            "trainer's mapping (forge_ppo/verl/_config.py, forge_ppo/local/_build.py) and the "
+            "engine's log",
+        )
+    gate(run_dir, check.gate, check.violations, {"backend": spec.backends.trainer, **built})
+
+
+def check_micro_batches(budgets: TokenBudgets, metrics: dict[str, float]) -> list[Violation]:
+    """The largest micro-batch the trainer's engine formed, per budget, within that budget
+    (`perf/peak_padded_tokens/<budget>`: tokens as computed, sequences x the longest when
+    padded); a budget with no read-back is a violation too (never a pass by absence). Where the
+    engine reports the budget it batched under (`perf/micro_batch_budget/<budget>`, verl), that
+    must be the trainer's."""
+    out = []
+    for budget, limit in budgets.model_dump().items():
+        peak = metrics.get(f"perf/peak_padded_tokens/{budget}")
+        if peak is None or peak > limit:
+            real = metrics.get(f"perf/peak_real_tokens/{budget}")
+            out.append(
+                Violation(
+                    rule=f"update.budget.{budget}",
+                    expected=f"every {budget} micro-batch <= {limit} tokens (padded)",
+                    found="no micro-batch size read back from the trainer"
+                    if peak is None
+                    else f"{peak:.0f} tokens"
+                    + (f" ({real:.0f} without padding)" if real is not None else "")
+                    + f", {peak / limit:.2f}x the budget",
+                    fix="the engine's micro-batches broke the budget: verl caps a micro-batch's "
+                    "real tokens, then pads it to sequences x the longest (no "
+                    "use_remove_padding), so pack its micro-batches or budget for the padded "
+                    "size (forge-ppo estimate); the local trainer's batcher is "
+                    "forge_ppo.policy._passes",
+                )
+            )
+        used = metrics.get(f"perf/micro_batch_budget/{budget}")
+        if used is not None and used != limit:
+            out.append(
+                Violation(
+                    rule=f"update.budget.{budget}.engine",
+                    expected=f"{budget} micro-batches formed under the trainer's {limit} tokens",
+                    found=f"the engine batched under {used:.0f} tokens",
+                    fix="the engine took its budget from another field; fix the trainer's "
+                    "config mapping",
+                )
+            )
+    return out
 
 
 def check_served(live: InferenceStack, run_dir: Path, step: int) -> None:
@@ -154,15 +218,8 @@ def check_update(
     and, in smoke and soak, every metric finite; PPO_SMOKE_UPDATE_PASSED is recorded in smoke
     and soak, and in the formal phase only when it fails."""
     check = Check(Gate.PPO_SMOKE_UPDATE_PASSED)
-    for budget, limit in budgets.model_dump().items():
-        peak = metrics.get(f"perf/peak_padded_tokens/{budget}", 0)
-        check.require(
-            peak <= limit,
-            rule=f"update.budget.{budget}",
-            expected=f"every {budget} micro-batch <= {limit} padded tokens",
-            found=f"{peak:.0f}",
-            fix="the micro-batcher broke its budget: see forge_ppo.policy._passes",
-        )
+    for violation in check_micro_batches(budgets, metrics):
+        check.add(violation)
     if spec.phase in ("smoke", "soak"):
         check.require(
             entry["metrics_finite"],
@@ -171,7 +228,10 @@ def check_update(
             found=[k for k, v in metrics.items() if not all_finite({k: v})][:5],
             fix="inspect metrics.jsonl; lower the learning rates",
         )
-        gate(run_dir, check.gate, check.violations, {k: entry[k] for k in UPDATE_FIELDS})
+        fields = {k: entry[k] for k in UPDATE_FIELDS}
+        for budget in budgets.model_dump():  # the largest micro-batch read back, per budget
+            fields[f"peak_tokens.{budget}"] = metrics.get(f"perf/peak_padded_tokens/{budget}")
+        gate(run_dir, check.gate, check.violations, fields)
     elif not check.ok:  # formal: the same budget proof, recorded only when it fails
         gate(run_dir, check.gate, check.violations, {"step": entry["step"]})
 

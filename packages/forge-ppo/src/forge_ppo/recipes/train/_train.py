@@ -26,7 +26,7 @@ from forge_gates import (
     new_run_dir,
     preflight,
     record_gate,
-    spec_sha256,
+    run_spec_gate,
     verify_run,
     write_config_summary,
 )
@@ -44,6 +44,7 @@ from forge_ppo.recipes.train._checks import (
     check_served,
     check_update,
     check_verdict,
+    settings_gate,
 )
 from forge_ppo.recipes.train._placement import (
     assign_gpus,
@@ -126,11 +127,7 @@ def train(
     # 2. the run folder: resolved spec + hash, the spec gate, the verified split
     run_dir = new_run_dir(spec, run_dir, runs_root)
     write_config_summary(run_dir, spec)
-    record_gate(
-        run_dir,
-        Gate.RUN_SPEC_GATE_PASSED,
-        {"phase": spec.phase, "name": spec.name, "sha256": spec_sha256(spec)},
-    )
+    run_spec_gate(run_dir, spec)  # the summary read back: this spec, every rule holding
     record_gate(run_dir, Gate.DATA_SPLIT_VERIFIED, split.fields())
     # 3. data plan (formal data gates)
     plan = plan_run(spec, run_dir)
@@ -164,9 +161,10 @@ def train(
 
 
 def _updates(run: Run) -> None:
-    # 6. the token budgets read back from what will train; the initial adapter served (and
-    #    validated first when the plan says so)
+    # 6. the token budgets and memory settings read back from what will train; the initial
+    #    adapter served (and validated first when the plan says so)
     budget_gates(run.spec, run.trainer, run.run_dir)
+    settings_gate(run.spec, run.trainer, run.run_dir)
     run.trainer.export_adapter(run.served)
     run.live.push_adapter(run.served, 0)
     if 0 in run.plan.validation_steps:

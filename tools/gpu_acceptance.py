@@ -1,0 +1,406 @@
+"""GPU acceptance of `forge-ppo estimate`: the local trainer's actor (LoRA) and critic updates on
+CUDA in bf16, measured (torch.cuda.max_memory_allocated / max_memory_reserved) against the
+estimate for the local trainer (one GPU, no FSDP sharding), written to a JSON report.
+
+Models: randomly initialised Qwen3 architectures from the estimate's shipped configs
+(`qwen3-0.6b`, `qwen3-1.7b`; transformers `AutoModelForCausalLM.from_config`, no download, no
+network). Per model and token budget (2K, 8K, 16K tokens per micro-batch: two rows of half the
+budget, a 32-token prompt, no padding): one actor update (entropy off; and entropy on at the
+largest budget) and one critic update, each after a warm-up step that creates the AdamW moments,
+through the trainer's own per-role code (`forge_ppo.local._ppo_steps`: `actor_backward` /
+`critic_backward` + `optimizer_step`, the inner loop of `PPOTrainer._ppo_epochs`). The forge
+packages are imported from this tree (`packages/*/src`): nothing is installed. A failing case
+(e.g. an OOM) is recorded and the run goes on; cases past `--time-limit-s` are skipped.
+
+The device machine (torch 2.11 + CUDA, transformers, peft; no verl, vLLM or Ray) lacks pydantic
+and orjson, which forge's modules import: carry their wheels. Here, once, in the repo root:
+
+    echo /.whl/ >> .git/info/exclude
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \\
+        --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \\
+        -d .whl pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 \\
+        typing-inspection==0.4.5 typing-extensions==4.16.0 orjson==3.13.0
+
+then the device `run` (carry [".whl"], timeout_s 540; about 2 minutes of work on one H200):
+
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \\
+        --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \\
+    PYTHONUNBUFFERED=1 python3 tools/gpu_acceptance.py --out $OUT/gpu_acceptance.json
+
+Without CUDA it refuses (exit 2) unless `--dry-run`: the same code on the CPU with a tiny config
+(what `tools/tests/test_gpu_acceptance.py` runs, so the script cannot rot). Exit 0 when every
+case ran, 1 when one failed (the report says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = "forge-ppo/gpu-acceptance@1"
+MODELS = ("qwen3-0.6b", "qwen3-1.7b")
+BUDGETS = (2048, 8192, 16384)
+DRY_BUDGETS = (64, 128, 256)
+PROMPT_TOKENS = 32
+ROWS = 2  # rows per micro-batch, each half the budget
+TINY_CONFIG = {
+    "model_type": "qwen3",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "vocab_size": 512,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 1024,
+}
+
+
+def use_tree() -> None:
+    """Import forge's packages from this checkout (nothing installed on the device)."""
+    for src in sorted(ROOT.glob("packages/*/src"), reverse=True):
+        if str(src) not in sys.path:
+            sys.path.insert(0, str(src))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    default_out = Path(os.environ.get("OUT", ".")) / "gpu_acceptance.json"
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=default_out, help="the JSON report")
+    p.add_argument("--dry-run", action="store_true", help="CPU, tiny config: the same code")
+    p.add_argument("--models", default=",".join(MODELS), help="shipped shapes, comma-separated")
+    p.add_argument("--budgets", default=None, help="tokens per micro-batch, comma-separated")
+    p.add_argument("--time-limit-s", type=float, default=420.0, help="skip cases after this")
+    return p.parse_args(argv)
+
+
+def cuda_problem(torch: Any) -> str | None:
+    """Why this machine cannot run the GPU check, or None."""
+    if torch.cuda.is_available():
+        return None
+    return (
+        "gpu_acceptance: expected a CUDA GPU (torch.cuda.is_available()); found none (torch "
+        f"{torch.__version__}, CUDA build {torch.version.cuda}); fix: run it on the device "
+        "machine (see this script's docstring), or pass --dry-run for the CPU check of the code"
+    )
+
+
+def model_config(name: str, dry_run: bool) -> tuple[dict[str, Any], Any]:
+    """(config.json fields, ModelShape) of a shipped shape, or the tiny one on a dry run."""
+    from forge_ppo.estimate import load_model_shape, shape_from_config
+    from forge_ppo.estimate._shape import shipped_shape_path
+
+    if dry_run:
+        return dict(TINY_CONFIG), shape_from_config(TINY_CONFIG, source="tiny")
+    raw = json.loads(shipped_shape_path(name).read_text(encoding="utf-8"))
+    return raw, load_model_shape(name)
+
+
+def build_trainer(raw: dict[str, Any], device: Any, spec: Any) -> Any:
+    """A PPOTrainer over a random Qwen3 actor (LoRA from spec.lora) and critic, bf16, on device."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from forge_ppo import Actor, PPOTrainer, ValueModel
+
+    fields = {k: v for k, v in raw.items() if k not in ("architectures", "torch_dtype", "dtype")}
+    config = AutoConfig.for_model(fields.pop("model_type"), **fields)
+    torch.manual_seed(0)
+    with torch.device(device):
+        base = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
+        critic = ValueModel.from_config(config, base_model="random", dtype=torch.bfloat16)
+    actor = Actor.from_model(base, spec.lora, base_model="random")
+    return PPOTrainer(actor, critic, spec)
+
+
+def fake_rows(tokens: int, vocab: int) -> list[Any]:
+    """ROWS rows of tokens / ROWS each: a short prompt (at most 32 tokens), every response
+    token an action."""
+    import torch
+
+    from forge_rollout.rows import RowHeader, SampleRow
+
+    length = tokens // ROWS
+    prompt = min(PROMPT_TOKENS, length // 4)
+    generator = torch.Generator().manual_seed(tokens)
+    rows = []
+    for k in range(ROWS):
+        response = length - prompt
+        rewards = torch.zeros(response, dtype=torch.float32)
+        rewards[-1] = 1.0
+        rows.append(
+            SampleRow(
+                header=RowHeader(
+                    task_id=f"t{k}",
+                    episode_id=f"e{k}",
+                    attempt=0,
+                    row_index=0,
+                    n_calls=1,
+                    reward=1.0,
+                ),
+                prompt_ids=torch.randint(vocab, (prompt,), generator=generator),
+                response_ids=torch.randint(vocab, (response,), generator=generator),
+                response_mask=torch.ones(response, dtype=torch.int64),
+                rollout_log_probs=torch.full((response,), -12.0),
+                token_level_rewards=rewards,
+            )
+        )
+    return rows
+
+
+def update_data(rows: list[Any]) -> Any:
+    """The tensors one update's PPO epochs read (old log-probs, values, advantages, returns)."""
+    import torch
+
+    from forge_ppo import collate
+    from forge_ppo.local._ppo_steps import UpdateData
+
+    full = collate(rows)
+    shape = full.response_mask.shape
+    generator = torch.Generator().manual_seed(1)
+    return UpdateData(
+        rows=rows,
+        response_mask=full.response_mask,
+        old_log_probs=torch.full(shape, -12.0),
+        ref_log_probs=None,
+        values=torch.zeros(shape),
+        advantages=torch.randn(shape, generator=generator),
+        returns=torch.ones(shape),
+    )
+
+
+def spec_for(tokens: int, entropy: float) -> Any:
+    """smoke-local with this budget, a window of one row, production LoRA (r=32, alpha=16)."""
+    from forge_gates import read_config
+    from forge_ppo.cli import apply_overrides
+    from forge_ppo.estimate.cli import load_estimate_spec
+
+    window = tokens // ROWS
+    sets = [
+        f"model.max_model_len={window}",
+        f"context.window={window}",
+        "context.reserve=0",
+        f"context.actor_train_tokens={tokens}",
+        f"context.critic_train_tokens={tokens}",
+        f"context.critic_infer_tokens={tokens}",
+        "lora.rank=32",
+        "lora.alpha=16",
+        f"ppo.entropy_coeff={entropy}",
+        "ppo.actor_mini_batch_size=2",
+        "ppo.critic_mini_batch_size=2",
+    ]
+    spec, _notes = load_estimate_spec(apply_overrides(read_config("smoke-local"), sets))
+    assert spec is not None, "smoke-local with these overrides keeps its schema"
+    return spec
+
+
+def predict(spec: Any, shape: Any, role: str) -> dict[str, Any]:
+    """`forge-ppo estimate` for the local trainer on one GPU, bf16 models."""
+    from forge_ppo.estimate import estimate, resolve_knobs
+
+    knobs, sources = resolve_knobs(spec, {"actor.dtype": "bf16", "critic.dtype": "bf16"})
+    result = estimate(spec, shape, knobs=knobs, knob_sources=sources, gpu_memory_gb=141.0)
+    found = next(r for r in result.roles if r.role == role)
+    torch_gb = found.peak_gb - found.parts["runtime"]  # what torch's allocator can see
+    before = sum(found.parts[k] for k in ("parameters", "optimizer_states", "colocated_model"))
+    return {
+        "peak_gb": found.peak_gb,
+        "torch_peak_gb": round(torch_gb, 3),
+        "before_update_gb": round(before, 3),
+        "parts": found.parts,
+        "verdict": found.verdict,
+    }
+
+
+def measure(step: Callable[[], None], torch: Any, cuda: bool) -> dict[str, Any]:
+    """Run one update; its peak allocated / reserved memory and what was allocated before."""
+    gc.collect()
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated() if cuda else 0
+    started = time.perf_counter()
+    step()
+    if cuda:
+        torch.cuda.synchronize()
+    out: dict[str, Any] = {"seconds": round(time.perf_counter() - started, 3)}
+    gib = 2**30
+    if cuda:
+        out |= {
+            "before_update_gb": round(before / gib, 3),
+            "peak_allocated_gb": round(torch.cuda.max_memory_allocated() / gib, 3),
+            "peak_reserved_gb": round(torch.cuda.max_memory_reserved() / gib, 3),
+        }
+    return out
+
+
+def role_step(trainer: Any, role: str, data: Any, groups: list[list[int]], ppo: Any) -> Callable:
+    """One mini-batch of one role, as `PPOTrainer._ppo_epochs` runs it."""
+    from forge_ppo.local._ppo_steps import actor_backward, critic_backward, optimizer_step
+
+    def step() -> None:
+        if role == "actor":
+            actor_backward(trainer.actor, data, groups, ppo)
+            optimizer_step(
+                "actor", trainer.actor_parameters, trainer.actor_optimizer, ppo.grad_clip
+            )
+        else:
+            critic_backward(trainer.critic, data, groups, ppo)
+            optimizer_step(
+                "critic", trainer.critic_parameters, trainer.critic_optimizer, ppo.grad_clip
+            )
+
+    return step
+
+
+def cases(budgets: tuple[int, ...]) -> list[tuple[str, int, float]]:
+    """(role, tokens, entropy_coeff): both roles at every budget, the actor with entropy at the
+    largest."""
+    out = [(role, tokens, 0.0) for tokens in budgets for role in ("actor", "critic")]
+    return out + [("actor", max(budgets), 0.01)]
+
+
+def run_model(
+    name: str, budgets: tuple[int, ...], args: argparse.Namespace, deadline: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(results, errors) of every case on one model: build, warm up each role, measure."""
+    import torch
+
+    from forge_ppo import micro_batches
+
+    cuda = not args.dry_run
+    device = torch.device("cuda" if cuda else "cpu")
+    raw, shape = model_config(name, args.dry_run)
+    trainer = build_trainer(raw, device, spec_for(min(budgets), 0.0))
+    results: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    warmed: set[str] = set()
+    for role, tokens, entropy in cases(budgets):
+        case = {
+            "model": name if not args.dry_run else "tiny",
+            "role": role,
+            "tokens": tokens,
+            "entropy_coeff": entropy,
+        }
+        if time.monotonic() > deadline:
+            errors.append(case | {"error": "skipped: past --time-limit-s"})
+            continue
+        spec = spec_for(tokens, entropy)
+        assert spec.ppo is not None
+        rows = fake_rows(tokens, shape.vocab_size)
+        data = update_data(rows)
+        groups = micro_batches(rows, range(len(rows)), tokens)
+        step = role_step(trainer, role, data, groups, spec.ppo)
+        trainer.actor.model.train()
+        trainer.critic.train()
+        try:
+            if role not in warmed:  # AdamW creates its moments at the first step
+                step()
+                warmed.add(role)
+            measured = measure(step, torch, cuda)
+        except (RuntimeError, ValueError) as exc:  # torch.OutOfMemoryError is a RuntimeError
+            errors.append(case | {"error": f"{type(exc).__name__}: {str(exc)[:500]}"})
+            continue
+        predicted = predict(spec, shape, role)
+        result = case | {"micro_batches": len(groups), "measured": measured, "predicted": predicted}
+        if cuda:
+            ratio = measured["peak_allocated_gb"] / predicted["torch_peak_gb"]
+            result |= {
+                "ratio_allocated": round(ratio, 3),
+                "conservative": predicted["torch_peak_gb"] >= measured["peak_allocated_gb"],
+            }
+        results.append(result)
+        print(
+            json.dumps(
+                {k: result[k] for k in ("model", "role", "tokens", "entropy_coeff")}
+                | {"measured": measured, "predicted_torch_gb": predicted["torch_peak_gb"]}
+            ),
+            flush=True,
+        )
+    del trainer
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+    return results, errors
+
+
+def machine(torch: Any, cuda: bool) -> dict[str, Any]:
+    import peft
+    import transformers
+
+    info = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "transformers": transformers.__version__,
+        "peft": peft.__version__,
+    }
+    if cuda:
+        props = torch.cuda.get_device_properties(0)
+        info |= {"device": props.name, "total_memory_gb": round(props.total_memory / 2**30, 3)}
+    return info
+
+
+def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    ratios = [r["ratio_allocated"] for r in results if "ratio_allocated" in r]
+    return {
+        "cases": len(results),
+        "conservative": sum(1 for r in results if r.get("conservative")),
+        "ratio_allocated_min": min(ratios) if ratios else None,
+        "ratio_allocated_max": max(ratios) if ratios else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    use_tree()
+    import torch
+
+    problem = None if args.dry_run else cuda_problem(torch)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 2
+    from forge_gates import atomic_write_json
+
+    started, deadline = time.monotonic(), time.monotonic() + args.time_limit_s
+    budgets: tuple[int, ...] = DRY_BUDGETS if args.dry_run else BUDGETS
+    if args.budgets:
+        budgets = tuple(int(b) for b in args.budgets.split(","))
+    models = ("tiny",) if args.dry_run else tuple(args.models.split(","))
+    report: dict[str, Any] = {
+        "schema_version": SCHEMA,
+        "dry_run": args.dry_run,
+        "started_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(torch, not args.dry_run),
+        "budgets": list(budgets),
+        "results": [],
+        "errors": [],
+    }
+    for name in models:
+        results, errors = run_model(name, budgets, args, deadline)
+        report["results"] += results
+        report["errors"] += errors
+    report["summary"] = summary(report["results"])
+    report["seconds"] = round(time.monotonic() - started, 1)
+    atomic_write_json(args.out, report)
+    print(
+        f"GPU_ACCEPTANCE cases={len(report['results'])} errors={len(report['errors'])} "
+        f"report={args.out}"
+    )
+    return 1 if report["errors"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
