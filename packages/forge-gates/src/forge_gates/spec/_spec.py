@@ -130,6 +130,12 @@ class ResourceSpec(_Frozen):
     async_training: bool = Field(default=False, description="Off-policy async rollout/training.")
     concurrency: int = Field(default=1, gt=0, description="Episodes run at the same time.")
     min_host_memory_gib: float = Field(default=2.0, ge=0, description="Host memory preflight.")
+    gpu_memory_gb: float | None = Field(
+        default=None,
+        gt=0,
+        description="Memory of one GPU, GiB, for the memory estimate before launch (`forge-ppo "
+        "estimate`, and preflight of a GPU spec); None: the machine's GPU when it has one.",
+    )
     trainer_cpu_ranks: int = Field(
         default=0,
         ge=0,

@@ -46,11 +46,12 @@ def machine_gpu_memory_gb() -> tuple[float, str] | None:
 
 
 def gpu_memory(flag: float | None, spec: RunSpec, knob: Any) -> tuple[float, str]:
-    """GPU memory per card and where it came from: --gpu-memory-gb, a spec field (once the spec
-    has one), --set resources.gpu_memory_gb, this machine's GPU, else the seed's 80 GB."""
+    """GPU memory per card and where it came from: --gpu-memory-gb, the spec's
+    resources.gpu_memory_gb, --set resources.gpu_memory_gb, this machine's GPU, else the seed's
+    80 GB."""
     if flag is not None:
         return float(flag), "--gpu-memory-gb"
-    field = getattr(spec.resources, "gpu_memory_gb", None)
+    field = spec.resources.gpu_memory_gb
     if field is not None:
         return float(field), "run spec resources.gpu_memory_gb"
     if knob is not None:

@@ -46,6 +46,7 @@ from forge_ppo.recipes.train._checks import (
     check_verdict,
     settings_gate,
 )
+from forge_ppo.recipes.train._memory import memory_violations
 from forge_ppo.recipes.train._placement import (
     assign_gpus,
     prepare_trainer_env,
@@ -122,6 +123,9 @@ def train(
     split = forge_data.verify_task_set(forge_data.ensure_task_set(spec.data.tasks))
     gate(None, Gate.DATA_SPLIT_VERIFIED, split.violations, split.fields())
     model_dir = resolve_model(spec, cache_dir)
+    # a GPU spec's memory estimate (forge-ppo estimate): an OOM foretold stops here, not at run time
+    if memory := memory_violations(spec, model_dir):
+        gate(None, Gate.PPO_PREFLIGHT_PASSED, memory, {"phase": spec.phase})
     spec = resolve_warm_start(spec, model_dir, cache_dir)  # "demo-policy": the cached SFT start
     check_parent(spec, model_dir)  # a warm start's checkpoint, refused here and not 14 s in
     # 2. the run folder: resolved spec + hash, the spec gate, the verified split
