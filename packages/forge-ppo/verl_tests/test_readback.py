@@ -11,9 +11,12 @@ expected and found."""
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
-from forge_gates import GateError, load_spec, read_config, read_ledger
+from forge_gates import GateError, ProcessPeak, load_spec, read_config, read_ledger
 from forge_ppo._protocol import TrainerSettings
 from forge_ppo.recipes.train import check_micro_batches, settings_gate
 from forge_ppo.recipes.train._checks import check_update
@@ -68,7 +71,7 @@ def test_the_workers_run_with_the_specs_settings(built):
     assert record.fields["critic.param_dtype"] == "fp32"
 
 
-def test_the_read_back_micro_batches_are_verls_and_break_the_budget(built):
+def test_the_read_back_micro_batches_are_verls_and_the_gate_can_fail(built, capsys):
     spec, trainer, run, result = built
     m = result.metrics
     for budget in ("actor_train", "actor_infer", "critic_train", "critic_infer"):
@@ -77,14 +80,28 @@ def test_the_read_back_micro_batches_are_verls_and_break_the_budget(built):
         assert m[f"perf/peak_padded_tokens/{budget}"] == 3 * max(LENGTHS)  # as computed
         assert m[f"perf/micro_batches/{budget}"] == 2  # 1 per rank, 2 ranks
     assert "actor/entropy_loss" in m  # entropy_coeff > 0: the term is in the loss
-    problems = check_micro_batches(trainer.budgets, m)
-    assert [v.rule for v in problems] == [f"update.budget.{b}" for b in (
-        "actor_train", "actor_infer", "critic_train", "critic_infer")]  # fmt: skip
-    assert problems[0].found == "4500 tokens (2000 without padding), 2.20x the budget"
+    assert check_micro_batches(trainer.budgets, m) == []  # real tokens within: a warning only
+    assert "padded to 4500 tokens (2.20x" in capsys.readouterr().err
+    over = {**m, "perf/peak_real_tokens/actor_train": 2100.0}  # the engine broke its cap
+    problems = check_micro_batches(trainer.budgets, over)
+    assert [v.rule for v in problems] == ["update.budget.actor_train"]
+    assert problems[0].found == "2100 tokens (4500 padded), 1.03x the budget"
     entry = {"step": 1, "actor_updated": True, "critic_updated": True, "valid_trajectories": 6,
              "metrics_finite": True}  # fmt: skip
     with pytest.raises(GateError):
-        check_update(spec, trainer.budgets, run, entry, m)
+        check_update(spec, trainer.budgets, run, entry, over)
     failed = read_ledger(run)[-1]
     assert failed.gate == "PPO_SMOKE_UPDATE_FAILED"
-    assert failed.fields["expected"][0] == "every actor_train micro-batch <= 2048 tokens (padded)"
+    assert failed.fields["expected"][0] == "every actor_train micro-batch <= 2048 tokens"
+
+
+def test_each_rank_records_its_own_peaks(built):
+    """For the run's provenance: every rank's process measured itself (peak host RSS; no GPU
+    peaks on CPU ranks) into `process-peaks/verl-ranks.json`, after loading and each update."""
+    _, _, run, _ = built
+    payload = json.loads((run / "process-peaks" / "verl-ranks.json").read_text())
+    peaks = [ProcessPeak.model_validate(p) for p in payload["processes"]]
+    assert sorted(p.rank for p in peaks) == [0, 1] and {p.role for p in peaks} == {"verl-rank"}
+    pids = {p.pid for p in peaks}
+    assert len(pids) == 2 and os.getpid() not in pids  # the ranks' own processes
+    assert all((p.peak_rss_bytes or 0) > 0 and p.gpu == [] for p in peaks)
