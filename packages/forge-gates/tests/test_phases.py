@@ -9,6 +9,7 @@ from forge_gates import (
     CONFIG_SUMMARY,
     GateError,
     GateRecord,
+    RunProvenance,
     load_spec,
     phase_contract,
     read_config,
@@ -21,6 +22,7 @@ from forge_gates import (
 from forge_gates.cli import main
 
 SMOKE = [
+    "PROVENANCE_RECORDED",
     "RUN_SPEC_GATE_PASSED",
     "DATA_SPLIT_VERIFIED",
     "PPO_CONTEXT_GUARD_PASSED",
@@ -61,7 +63,10 @@ def records(names):
 def write_run(run_dir, names, spec=None):
     devnull = open(os.devnull, "w")
     for name in names:
-        record_gate(run_dir, name, {"step": 1}, stream=devnull)
+        if name == "PROVENANCE_RECORDED":  # provenance.json written, then the gate from it
+            RunProvenance.start(run_dir, "test", spec)
+        else:
+            record_gate(run_dir, name, {"step": 1}, stream=devnull)
     if spec is not None:
         write_config_summary(run_dir, spec)
     return run_dir

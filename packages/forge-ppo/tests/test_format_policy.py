@@ -9,7 +9,7 @@ import json
 import pytest
 
 import forge_data
-from forge_gates import load_spec
+from forge_gates import load_spec, read_provenance
 from forge_ppo.local._build import build_local_trainer
 from forge_ppo.recipes import _format_policy as fp
 from forge_ppo.recipes import resolve_warm_start
@@ -63,6 +63,9 @@ def test_format_policy_builds_through_the_real_chain_and_warm_starts(tmp_path, m
     assert sorted(report["success_t1"]["per_task"]) == easy
     assert report["sft_result"]["steps"] == 2 and report["critic_fit"]["rows"] > 0
     assert not list(cache.glob(f".{fp.FORMAT_POLICY}-*")), "no staging folder left"
+    record = read_provenance(root)  # recorded from the build's start, peaks and growth
+    assert (record.kind, record.status) == (fp.FORMAT_POLICY, "completed")
+    assert record.disk.growth_bytes and record.memory.main.peak_rss_bytes
     # a strict warm start of the local trainer (it refuses a mismatched or partial checkpoint)
     started = spec.model_copy(
         update={"checkpoint": spec.checkpoint.model_copy(update={"warm_start": str(folder)})}

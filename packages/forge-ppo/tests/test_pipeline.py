@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 import forge_data
-from forge_gates import GateError, load_spec, read_config, read_ledger, verify_run
+from forge_gates import (
+    GateError,
+    Provenance,
+    load_spec,
+    read_config,
+    read_ledger,
+    read_provenance,
+    verify_run,
+)
 from forge_ppo.cli import apply_overrides, main
 
 REDUCED = [
@@ -29,6 +37,20 @@ REDUCED = [
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("forge-cache")
+
+
+def assert_provenance(run_dir: Path, kind: str, status: str) -> Provenance:
+    """`run_dir/provenance.json` with every field a run records (code, packages, lock,
+    machine, peaks, disk), of `kind` and `status`."""
+    record = read_provenance(run_dir)
+    assert (record.kind, record.status) == (kind, status)
+    assert record.code.commit if record.code.git else record.code.note  # never a silent gap
+    assert record.lock.sha256 or record.lock.note
+    assert record.packages["forge-ppo"] and record.packages["torch"]
+    assert record.machine.cpu_count >= 1 and record.machine.memory_bytes
+    assert record.memory.main.peak_rss_bytes and record.finished_at and record.wall_s
+    assert record.disk.bytes_at_end is not None
+    return record
 
 
 def reduced_spec(*extra: str):
@@ -84,6 +106,16 @@ def test_reduced_smoke_then_p0(tmp_path: Path, cache_dir: Path, capsys) -> None:
     assert list((run_dir / "tensorboard").iterdir())
     summary = json.loads((run_dir / "config-summary.json").read_text())
     assert summary["spec"]["ppo"]["batch_size"] == 1 and len(summary["sha256"]) == 64
+    # the run's provenance: its gate first, completed with every field at the end
+    assert gates[0] == "PROVENANCE_RECORDED"
+    record = assert_provenance(run_dir, "train", "completed")
+    assert record.phase == "smoke" and record.spec_sha256 == summary["sha256"]
+    assert set(record.memory.largest_micro_batch_tokens) == {
+        "actor_train", "actor_infer", "critic_train", "critic_infer"
+    }  # fmt: skip
+    assert all(v > 0 for v in record.memory.largest_micro_batch_tokens.values())
+    checkpoint_bytes = sum(f.stat().st_size for f in final.rglob("*") if f.is_file())
+    assert (record.disk.growth_bytes or 0) > checkpoint_bytes > 0  # the folder grew by more
     # 2. a second run never reuses a run folder
     with pytest.raises(GateError, match="run_dir.new"):
         train(reduced_spec(), run_dir=run_dir, cache_dir=cache_dir)
@@ -91,6 +123,7 @@ def test_reduced_smoke_then_p0(tmp_path: Path, cache_dir: Path, capsys) -> None:
     p0 = load_spec(apply_overrides(read_config("p0-local"), ["agent.step_limit=2"]))
     p0_dir = run_p0(p0, {"smoke": final}, run_dir=tmp_path / "p0", cache_dir=cache_dir)
     assert verify_run(p0_dir, "p0") == []
+    assert assert_provenance(p0_dir, "p0", "completed").phase == "p0"
     jobs = json.loads((p0_dir / "jobs.json").read_text())
     assert len(jobs["protocol_sha256"]) == 64 and set(jobs["jobs"]) == {"base", "smoke"}
     for panel in ("validation", "test"):
@@ -241,6 +274,10 @@ def test_dead_inference_fails_closed_without_checkpoint(
         train(reduced_spec(), run_dir=tmp_path / "run2", cache_dir=cache_dir)
     assert [r.gate for r in read_ledger(tmp_path / "run2")][-1] == "PPO_SMOKE_UPDATE_FAILED"
     assert not (tmp_path / "run2" / "checkpoints").exists()
+    failure = assert_provenance(tmp_path / "run2", "train", "failed").failure
+    assert failure is not None and failure.type.endswith("GateError")
+    assert any("update.rows" in v for v in failure.violations) and failure.checkpoints == []
+    assert "provenance.failure" in {v.rule for v in verify_run(tmp_path / "run2", "smoke")}
     trial = next((tmp_path / "run2" / "episodes").glob("step_0001/round_0/*/result.json"))
     assert json.loads(trial.read_text())["exception_info"]["exception_type"] == "UpstreamError"
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import forge_data
-from forge_gates import LoRASpec, load_spec
+from forge_gates import LoRASpec, load_spec, read_ledger, read_provenance
 from forge_ppo import Actor
 from forge_ppo.recipes import DEMO_POLICY, _demo_policy, resolve_warm_start
 from forge_ppo.recipes._demo_policy import (
@@ -149,8 +149,14 @@ def test_a_failed_builds_staging_is_swept_at_the_next_build(tmp_path):
         cached_build(cache, DEMO_POLICY, "a" * 64, fails, success="ok")
     left = [p for p in cache.glob(f".{DEMO_POLICY}-{os.getpid()}-*") if p != live]
     assert len(left) == 1  # the failed build's staging, its owner (this test) still alive
+    failed = read_provenance(left[0])  # the failure recorded where the build wrote
+    assert failed.status == "failed" and failed.failure is not None
+    assert failed.failure.message == "the sandbox went away"
     checkpoint = cached_build(cache, DEMO_POLICY, "a" * 64, builds, success="ok")
     assert checkpoint == cache / f"{DEMO_POLICY}-{'a' * 16}" / "checkpoint" / "global_step_1"
+    built = read_provenance(checkpoint.parents[1])
+    assert (built.kind, built.status, built.failure) == (DEMO_POLICY, "completed", None)
+    assert read_ledger(checkpoint.parents[1])[0].gate == "PROVENANCE_RECORDED"
     assert checkpoint.is_dir() and not any(p.exists() for p in dead)
     assert live.is_dir() and left[0].is_dir()  # a live owner's staging is never taken
 

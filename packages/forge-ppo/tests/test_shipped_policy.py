@@ -9,7 +9,7 @@ import shutil
 import pytest
 from transformers import AutoModelForCausalLM
 
-from forge_gates import file_sha256, load_spec
+from forge_gates import file_sha256, load_spec, read_provenance
 from forge_ppo import ValueModel, check_warm_start_checkpoint, warm_start
 from forge_ppo.checkpoint._summary import model_fingerprint
 from forge_ppo.recipes import _demo_policy, _shipped_policy
@@ -83,6 +83,11 @@ def test_the_shipped_artifact_is_used_on_its_key_and_loads_as_a_warm_start(
     assert "using the shipped demo policy" in err and "SHA-256 verified" in err
     provenance = json.loads((checkpoint.parents[1] / PROVENANCE_NAME).read_text())
     assert provenance["key"] == manifest["key"] and provenance["files_verified"] == 7
+    # the install's own run provenance; the shipped ledger stays as it was built
+    installed = read_provenance(checkpoint.parents[1])
+    assert (installed.kind, installed.status) == ("demo-policy-shipped", "completed")
+    ledger = (checkpoint.parents[1] / "gates.jsonl").read_bytes()
+    assert ledger == (SHIPPED_DIR / "gates.jsonl").read_bytes()
     # the run's own checks and the strict load: every tensor present, equal to the file
     base = str(tiny_model)
     _, problems = check_warm_start_checkpoint(

@@ -32,15 +32,28 @@ from forge_gates.ledger._phases import (
     verify_run,
     write_config_summary,
 )
+from forge_gates.ledger._provenance import (
+    PROVENANCE_NAME,
+    PROVENANCE_SCHEMA,
+    ProcessPeak,
+    Provenance,
+    check_provenance,
+    read_provenance,
+)
 from forge_gates.ledger._run_spec import run_spec_gate
 
 __all__ = [
     "CONFIG_SUMMARY",
     "LEDGER_NAME",
     "PENDING",
+    "PROVENANCE_NAME",
+    "PROVENANCE_SCHEMA",
     "Gate",
     "GateRecord",
+    "ProcessPeak",
+    "Provenance",
     "Requirement",
+    "check_provenance",
     "failed_name",
     "format_marker",
     "gate",
@@ -48,6 +61,7 @@ __all__ = [
     "phase_contract",
     "read_config_summary",
     "read_ledger",
+    "read_provenance",
     "record_gate",
     "run_spec_gate",
     "verify_ledger",

@@ -11,6 +11,8 @@ from enum import StrEnum
 class Gate(StrEnum):
     """Gate names (the marker printed and the `gate` of a ledger line)."""
 
+    # every run folder: provenance.json written and read back (its first ledger line)
+    PROVENANCE_RECORDED = "PROVENANCE_RECORDED"
     # every phase
     RUN_SPEC_GATE_PASSED = "RUN_SPEC_GATE_PASSED"
     DATA_SPLIT_VERIFIED = "DATA_SPLIT_VERIFIED"

@@ -4,7 +4,9 @@ A contract is a list of requirements, each a gate name with how many times it mu
 Ordering rule: every occurrence of a requirement comes after every occurrence of the previous
 (present) requirement. Gates not named in the contract are allowed anywhere. Any `*_FAILED`
 record fails the run. The contract depends on the spec where the seeds make it conditional
-(warm start, separated rollout, number of soak updates, epochs, P0 panels).
+(warm start, separated rollout, number of soak updates, epochs, P0 panels). A training run
+(smoke, soak, formal) starts with `PROVENANCE_RECORDED` and its `provenance.json` must be
+there, well-formed and without a recorded failure (P0 runs record it too; not required).
 """
 
 from __future__ import annotations
@@ -21,12 +23,16 @@ from forge_gates._checks import GateError, Violation
 from forge_gates.files._atomic import atomic_write_json
 from forge_gates.ledger._gates import Gate
 from forge_gates.ledger._ledger import GateRecord, read_ledger
+from forge_gates.ledger._provenance import check_provenance
 from forge_gates.spec._config import spec_sha256
 from forge_gates.spec._schedule import schedule_steps
 from forge_gates.spec._spec import Phase, RunSpec
 
 CONFIG_SUMMARY = "config-summary.json"
 SUMMARY_SCHEMA = "forge-gates/config-summary@1"
+
+
+TRAINING_PHASES = ("smoke", "soak", "formal")  # provenance.json required (`verify_run`)
 
 
 class Requirement(NamedTuple):
@@ -67,6 +73,8 @@ def phase_contract(phase: Phase, spec: RunSpec | None = None) -> list[Requiremen
     """The ordered requirements for `phase` (refined by `spec` when given)."""
     # every phase reads a frozen task set: verified (tamper check) before any rollout
     start = [Requirement(Gate.RUN_SPEC_GATE_PASSED), Requirement(Gate.DATA_SPLIT_VERIFIED)]
+    if phase in TRAINING_PHASES:  # a training run's folder records its provenance first
+        start.insert(0, Requirement(Gate.PROVENANCE_RECORDED))
     if phase in ("smoke", "soak"):
         updates = (1, 1) if phase == "smoke" else (2, 3)
         if spec is not None and spec.schedule.total_updates is not None:
@@ -293,4 +301,6 @@ def verify_run(run_dir: str | os.PathLike[str], phase: Phase) -> list[Violation]
             )
         )
         spec = None
+    if phase in TRAINING_PHASES:  # the file PROVENANCE_RECORDED points at, as it is now
+        violations += check_provenance(run_dir)[0]
     return violations + verify_ledger(records, phase, spec)

@@ -1,16 +1,19 @@
 """forge_gates.machine: what the machine and the launched processes really are.
 
 Preflight (disk, GPUs, memory, executables, package versions, backends), the separated-rollout
-gate (reads back the launched topology), signal handling and version checks::
+gate (reads back the launched topology), signal handling, version checks, and a run's
+provenance (code, packages, machine, peaks, disk growth: `provenance.json`)::
 
     from forge_gates import preflight, check_separated_rollout
     problems = preflight(spec, run_dir)                 # [] = this machine can run the spec
     violations, fields = check_separated_rollout(topology, spec)   # what was launched
+    with recorded_run(run_dir, "train", spec) as provenance: ...  # provenance.json
 
 `forge_gates` re-exports every name here; import them from there. This layer imports
 `forge_gates.ledger`, `forge_gates.spec` and `forge_gates._checks`.
 """
 
+from forge_gates.machine._host_facts import process_peaks
 from forge_gates.machine._preflight import (
     check_backends,
     check_executables,
@@ -27,6 +30,7 @@ from forge_gates.machine._preflight import (
     vllm_python,
     vllm_version,
 )
+from forge_gates.machine._run_provenance import RunProvenance, recorded_run, write_process_peaks
 from forge_gates.machine._signals import Interrupt, sigterm_as_interrupt
 from forge_gates.machine._topology import (
     ALLOC_CONF,
@@ -47,6 +51,7 @@ __all__ = [
     "Interrupt",
     "LaunchedServer",
     "RolloutTopology",
+    "RunProvenance",
     "TrainerPlacement",
     "alloc_conf_ok",
     "check_backends",
@@ -65,9 +70,12 @@ __all__ = [
     "parse_gpu_list",
     "parse_specifier",
     "preflight",
+    "process_peaks",
+    "recorded_run",
     "sigterm_as_interrupt",
     "version_satisfies",
     "visible_gpus",
     "vllm_python",
     "vllm_version",
+    "write_process_peaks",
 ]

@@ -48,9 +48,11 @@ import torch
 import forge_data
 from forge_eval import wilson_interval
 from forge_gates import (
+    RunProvenance,
     RunSpec,
     atomic_write_json,
     load_spec,
+    recorded_run,
     staging_dir,
     sweep_stale_staging,
 )
@@ -370,7 +372,8 @@ def cached_build(
     """`<cache_dir>/<name>-<key[:16]>/checkpoint/global_step_1`, when missing installed by
     `shipped(staging)` (None: not usable) or else built by `build(staging)` (each returns the
     report written there as `<name>.json`) under a file lock, then moved into place; prints
-    `<NAME>_BUILT success=s/n seconds=... path=...` or `<NAME>_SHIPPED success=s/n key=...`."""
+    `<NAME>_BUILT success=s/n seconds=... path=...` or `<NAME>_SHIPPED success=s/n key=...`.
+    Either way the folder gets its `provenance.json` (a build's: recorded from its start)."""
     target = cache_dir / f"{name}-{key[:16]}"
     cache_dir.mkdir(parents=True, exist_ok=True)
     with open(cache_dir / f".{name}.lock", "w") as lock:
@@ -385,8 +388,12 @@ def cached_build(
             if report is None:
                 shutil.rmtree(staging)  # a refused install's partial copy never stays
                 staging = staging_dir(cache_dir, f".{name}-")
-                report = build(staging)
+                with recorded_run(staging, name):  # provenance.json, its failure included
+                    report = build(staging)
                 how = ("BUILT", f"seconds={report['seconds']['total']:.0f}")
+            else:  # the install's own provenance (the build's: artifact.json and its
+                #     ledger, copied as shipped and left as it is)
+                RunProvenance.start(staging, f"{name}-shipped", ledger=False).finish()
             os.replace(staging, target)
             rate = report[success]
             print(

@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from forge_eval import mcnemar_exact_p, wilson_interval
-from forge_gates import RunSpec, atomic_write_json, atomic_write_text
+from forge_gates import (
+    RunProvenance,
+    RunSpec,
+    atomic_write_json,
+    atomic_write_text,
+    recorded_run,
+)
 from forge_ppo.local._build import build_local_trainer
 from forge_ppo.recipes._demo_policy import SFT_THREADS, torch_threads
 from forge_ppo.recipes._warm_starts import resolve_warm_start
@@ -121,9 +127,20 @@ def run_learn(
 ) -> dict[str, Any]:
     """Run the learn experiment on `tasks` into `out` (replaced); returns the report. On one
     torch thread by default, like the demo policy's build (`SFT_THREADS`: the tiny model's ops
-    are too small to share); a real model (SmolLM2) wants every core (`threads`)."""
-    with torch_threads(threads):
-        return _run_learn(spec, out, cache_dir, attempts, max_updates, budget_s, tasks)
+    are too small to share); a real model (SmolLM2) wants every core (`threads`). `out` gets
+    its `provenance.json` (forge-gates `recorded_run`), completed at the end or on a failure."""
+    assert spec.ppo is not None, "learn needs a training spec with [ppo]"
+    try:
+        import matplotlib  # noqa: F401  (learn.png; checked before any episode runs)
+    except ImportError as error:
+        raise RuntimeError(
+            "forge-ppo learn: expected matplotlib for learn.png; found it missing; fix: "
+            "uv pip install 'forge-ppo[curves]'"
+        ) from error
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    with torch_threads(threads), recorded_run(out, "learn", spec) as provenance:
+        return _run_learn(spec, out, cache_dir, attempts, max_updates, budget_s, tasks, provenance)
 
 
 def _run_learn(
@@ -134,18 +151,9 @@ def _run_learn(
     max_updates: int,
     budget_s: float,
     tasks_ref: str,
+    provenance: RunProvenance,
 ) -> dict[str, Any]:
-    assert spec.ppo is not None, "learn needs a training spec with [ppo]"
-    try:
-        import matplotlib  # noqa: F401  (learn.png; checked before any episode runs)
-    except ImportError as error:
-        raise RuntimeError(
-            "forge-ppo learn: expected matplotlib for learn.png; found it missing; fix: "
-            "uv pip install 'forge-ppo[curves]'"
-        ) from error
     started = time.perf_counter()
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
     # 1. the warm start (demo or format policy, built when missing) of the local trainer
     model_dir = resolve_model(spec, cache_dir)
     spec = resolve_warm_start(spec, model_dir, cache_dir, tasks_ref)
@@ -168,6 +176,10 @@ def _run_learn(
             summary = _episodes(spec, live, tasks, job, spec.ppo.rollouts_per_task)
             rows, _ = rows_from_job(job, mask_truncated=spec.ppo.mask_truncated)
             result = trainer.update(rows, step, episodes=episode_outcomes([job]))
+            provenance.largest_micro_batch({
+                b: result.metrics.get(f"perf/peak_padded_tokens/{b}")
+                for b in trainer.budgets.model_dump()
+            })  # fmt: skip
             trainer.export_adapter(adapter)
             live.push_adapter(adapter, step)
             solved = sum(1 for r in summary.rewards.values() if r == 1.0)

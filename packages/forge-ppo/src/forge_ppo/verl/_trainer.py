@@ -40,7 +40,16 @@ from verl.workers.config import TrainingWorkerConfig
 from verl.workers.utils.losses import value_loss
 from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
 
-from forge_gates import Check, Gate, GateError, RunSpec, Violation, gate
+from forge_gates import (
+    Check,
+    Gate,
+    GateError,
+    ProcessPeak,
+    RunSpec,
+    Violation,
+    gate,
+    write_process_peaks,
+)
 from forge_ppo._protocol import ModelSettings, TokenBudgets, TrainerSettings, UpdateResult
 from forge_ppo.algo._batch import assert_finite_metrics, split_rows
 from forge_ppo.algo._errors import PPOInputError
@@ -118,6 +127,7 @@ class VerlTrainer:
             self.budgets = self._read_budgets()
             self.settings = self._read_settings()
             self._check_loaded()
+            self._record_peaks()  # after loading; again after each update
         except BaseException:
             self.close()
             raise
@@ -250,6 +260,15 @@ class VerlTrainer:
                             before + value if key == "micro_batches" else (max(before, value))
                         )
         return metrics
+
+    def _record_peaks(self) -> None:
+        """Each rank's process peaks (host RSS; on GPUs allocated and reserved memory), as the
+        rank measured them, into `<run_dir>/process-peaks/verl-ranks.json` for the run's
+        provenance: after loading and after each update. Never asked after a worker failed (a
+        rank left in a collective would not answer): the last peaks recorded stay."""
+        ranks = self._groups["actor"].forge_memory()
+        peaks = [ProcessPeak.model_validate(rank) for rank in ranks]
+        write_process_peaks(self.run_dir, "verl-ranks", peaks)
 
     def _check_loaded(self) -> None:
         """PPO_TRAINER_RANKS_LOAD_PASSED ranks=N: on every rank the actor's adapter and the
@@ -386,6 +405,7 @@ class VerlTrainer:
         }
         metrics = {k: float(v) for k, v in metrics.items()}
         assert_finite_metrics(metrics)
+        self._record_peaks()
         action_tokens = int(mask.sum())
         actor_steps = ppo.ppo_epochs * actor_minis
         critic_steps = ppo.ppo_epochs * critic_minis

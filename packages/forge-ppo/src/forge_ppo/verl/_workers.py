@@ -15,7 +15,9 @@ own dispatch (`Dispatch.ONE_TO_ALL`: every rank runs it, the driver gets one res
 - `forge_settings()`: the offload, checkpointing, fused-kernel and dtype settings the built
   engine runs with (the actor's also the entropy coefficient of the loss it uses);
 - `forge_watch()` once after building, then `forge_micro_batches()` after each update: the
-  largest micro-batch the engine formed per pass since the last call (`_readback`).
+  largest micro-batch the engine formed per pass since the last call (`_readback`);
+- `forge_memory()` (the actor's only: the critic shares the rank's process): the process's
+  peak host RSS and, on GPUs, peak allocated and reserved memory (forge-gates `process_peaks`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from torch.distributed.tensor import DTensor, Shard
 from verl.single_controller.base.decorator import Dispatch, register
 from verl.workers.engine_workers import ActorRolloutRefWorker, TrainingWorker
 
+from forge_gates import process_peaks
 from forge_ppo.checkpoint._adapter import tensor_fingerprint
 from forge_ppo.verl._readback import engine_settings, take_records, watch_engine
 
@@ -144,6 +147,11 @@ class ForgeActorWorker(ActorRolloutRefWorker):
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def forge_micro_batches(self) -> dict[str, dict[str, int]]:
         return take_records("actor")
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def forge_memory(self) -> dict[str, Any]:
+        # the rank's process (the critic is colocated in it): peak host RSS, GPU peaks
+        return process_peaks("verl-rank", self.rank).model_dump(mode="json")
 
 
 class ForgeCriticWorker(TrainingWorker):

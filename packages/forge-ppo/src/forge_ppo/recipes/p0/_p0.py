@@ -10,8 +10,9 @@ forge-eval's. Steps, each recorded in `<run_dir>/gates.jsonl`:
    (`DATA_SPLIT_VERIFIED`), the panels (a split of a frozen split, or a task folder, of the
    size the spec names) and the protocol actually used, checked against every production value
    when the spec claims `eval.protocol = "production"`;
-2. the run folder: spec, protocol (everything that changes outcomes, hashed) in `jobs.json`
-   before any task runs (`P0_PROTOCOL_GATE_PASSED` with the values used);
+2. the run folder: `provenance.json` (code, packages, machine, peaks, disk growth; completed at
+   the end, a failure included), spec, protocol (everything that changes outcomes, hashed) in
+   `jobs.json` before any task runs (`P0_PROTOCOL_GATE_PASSED` with the values used);
 3. the inference stack of `backends.inference` (the in-process server, or one vLLM) + gateway;
    a near-window request (window - 1,024 tokens at production windows) proves the server serves
    the configured window (`P0_NEAR_WINDOW_PROBE_PASSED`), the gateway answers
@@ -47,6 +48,7 @@ from forge_gates import (
     new_run_dir,
     preflight,
     record_gate,
+    recorded_run,
     run_spec_gate,
     sha256_canonical,
     verify_run,
@@ -125,20 +127,22 @@ def run_p0(
         gate(None, Gate.P0_PROTOCOL_GATE_PASSED, problems)
     model_dir = resolve_model(spec, cache_dir)
     protocol = protocol_record(spec, model_dir, adapters, config, used, panels)
-    # 2. the run folder: spec, protocol, jobs.json
+    # 2. the run folder: its provenance (completed at the end, a failure included), spec,
+    #    protocol, jobs.json
     run_dir = new_run_dir(spec, run_dir, runs_root)
-    jobs = _write_run_folder(spec, run_dir, split, protocol, used, adapters, panels)
-    # 3. serving: near-window proof, endpoint proof, then every (candidate, panel) job
-    reports = _run_panels(spec, model_dir, run_dir, adapters, panels, jobs, config)
-    # 4. per panel: the paired comparison and its page; then the whole ledger
-    if only is None:
-        _compare_panels(spec, run_dir, panels, jobs, reports)
-        problems = verify_run(run_dir, "p0")
-    else:
-        _print_scores(only, reports)
-        problems = single_candidate_ledger(run_dir, len(panels))
-    if problems:
-        raise GateError("P0_LEDGER", problems)
+    with recorded_run(run_dir, "p0", spec):
+        jobs = _write_run_folder(spec, run_dir, split, protocol, used, adapters, panels)
+        # 3. serving: near-window proof, endpoint proof, then every (candidate, panel) job
+        reports = _run_panels(spec, model_dir, run_dir, adapters, panels, jobs, config)
+        # 4. per panel: the paired comparison and its page; then the whole ledger
+        if only is None:
+            _compare_panels(spec, run_dir, panels, jobs, reports)
+            problems = verify_run(run_dir, "p0")
+        else:
+            _print_scores(only, reports)
+            problems = single_candidate_ledger(run_dir, len(panels))
+        if problems:
+            raise GateError("P0_LEDGER", problems)
     print(f"RUN_DIR {run_dir}", flush=True)
     return run_dir
 

@@ -4,6 +4,8 @@ Per update: roll out the batch with forge-rollout (server + gateway + sandboxes)
 into rows, PPO-update actor (LoRA) and critic, push the adapter to the server, log metrics,
 validate and save on schedule. Every phase's gates go to `<run_dir>/gates.jsonl` (the checks
 are `_checks`); the run is judged by `forge-gates verify` at the end, never by exit code 0 alone.
+`provenance.json` (forge-gates `recorded_run`) records the code, packages, machine, peaks and
+disk growth from the folder's creation to the end, a failure included.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from forge_eval import select_checkpoint
 from forge_gates import (
     Gate,
     GateError,
+    RunProvenance,
     RunSpec,
     gate,
     new_run_dir,
     preflight,
     record_gate,
+    recorded_run,
     run_spec_gate,
     verify_run,
     write_config_summary,
@@ -85,6 +89,7 @@ class Run:
     log: RunLog
     trainer: Trainer
     config: AgentConfig  # the agent's train settings (no seed: independent samples)
+    provenance: RunProvenance  # provenance.json: the largest micro-batches noted per update
     summaries: list[dict[str, Any]] = field(default_factory=list)
     exposures: dict[int, list[forge_data.Exposure]] = field(default_factory=dict)
 
@@ -128,11 +133,21 @@ def train(
         gate(None, Gate.PPO_PREFLIGHT_PASSED, memory, {"phase": spec.phase})
     spec = resolve_warm_start(spec, model_dir, cache_dir)  # "demo-policy": the cached SFT start
     check_parent(spec, model_dir)  # a warm start's checkpoint, refused here and not 14 s in
-    # 2. the run folder: resolved spec + hash, the spec gate, the verified split
+    # 2. the run folder: its provenance (completed at the end, a failure included), resolved
+    #    spec + hash, the spec gate, the verified split; steps 3-12 inside
     run_dir = new_run_dir(spec, run_dir, runs_root)
-    write_config_summary(run_dir, spec)
-    run_spec_gate(run_dir, spec)  # the summary read back: this spec, every rule holding
-    record_gate(run_dir, Gate.DATA_SPLIT_VERIFIED, split.fields())
+    with recorded_run(run_dir, "train", spec) as provenance:
+        write_config_summary(run_dir, spec)
+        run_spec_gate(run_dir, spec)  # the summary read back: this spec, every rule holding
+        record_gate(run_dir, Gate.DATA_SPLIT_VERIFIED, split.fields())
+        _run(spec, model_dir, run_dir, curves, provenance)
+    print(f"RUN_DIR {run_dir}", flush=True)
+    return run_dir
+
+
+def _run(
+    spec: RunSpec, model_dir: Path, run_dir: Path, curves: Curves, provenance: RunProvenance
+) -> None:
     # 3. data plan (formal data gates)
     plan = plan_run(spec, run_dir)
     # 4. inference: server (backends.inference; vLLM pinned to the rollout GPUs) + gateway
@@ -150,7 +165,8 @@ def train(
                 if spec.backends.inference == "vllm" or spec.resources.rollout_gpus > 0:
                     separated_rollout_gate(spec, trainer, live, run_dir, gpus)
                 config = agent_config_from_spec(spec, "train")
-                _updates(Run(spec, plan, run_dir, live, log, trainer, config))  # steps 6-11
+                run = Run(spec, plan, run_dir, live, log, trainer, config, provenance)
+                _updates(run)  # steps 6-11
             finally:
                 trainer.close()
     finally:
@@ -160,8 +176,6 @@ def train(
     problems = verify_run(run_dir, spec.phase)
     if problems:
         raise GateError(f"{spec.phase.upper()}_LEDGER", problems)
-    print(f"RUN_DIR {run_dir}", flush=True)
-    return run_dir
 
 
 def _updates(run: Run) -> None:
@@ -221,6 +235,9 @@ def _update(run: Run, step: int) -> None:
     }
     run.log.update(entry)
     run.summaries.append(entry | {"metrics": metrics})
+    run.provenance.largest_micro_batch(
+        {b: metrics.get(f"perf/peak_padded_tokens/{b}") for b in trainer.budgets.model_dump()}
+    )
     check_update(spec, trainer.budgets, run.run_dir, entry, metrics)
     # 9. the new adapter on the server, proven by its fingerprint served back
     trainer.export_adapter(run.served)
