@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -73,18 +75,24 @@ def test_a_completed_run_records_every_field(tmp_path: Path) -> None:
     assert disk.growth_bytes == disk.bytes_at_end - disk.bytes_at_start >= 5000
 
 
-def test_a_folder_outside_git_is_said_so_and_never_fails(tmp_path: Path, monkeypatch) -> None:
-    code = facts.code_version(tmp_path / "forge_gates" / "x.py")
+def test_a_folder_outside_git_is_said_so_and_never_fails(
+    tmp_path: Path, monkeypatch, request
+) -> None:
+    # an installed copy: a folder with no uv.lock above it (pytest's tmp_path may sit inside a
+    # clone, e.g. under nox's tmp, where the clone's own uv.lock is found)
+    outside = Path(tempfile.mkdtemp(dir="/dev/shm" if Path("/dev/shm").is_dir() else "/"))
+    request.addfinalizer(lambda: shutil.rmtree(outside, ignore_errors=True))
+    code = facts.code_version(outside / "forge_gates" / "x.py")
     assert not code.git and code.commit is None and code.dirty is None
     assert code.note is not None and "not a git checkout" in code.note
-    lock = facts.lock_file(tmp_path / "site-packages" / "forge_gates" / "x.py")
+    lock = facts.lock_file(outside / "site-packages" / "forge_gates" / "x.py")
     assert lock.sha256 is None and lock.note is not None and "no uv.lock" in lock.note
     monkeypatch.setattr(facts.shutil, "which", lambda name: None)  # no git, no nvidia-smi
     assert facts.code_version().note == "git not found"
     assert facts.gpus() == ([], None)
     # a run whose code is an installed copy: recorded and completed all the same
     monkeypatch.undo()
-    monkeypatch.setattr(recording, "HERE", tmp_path / "site-packages" / "forge_gates" / "x.py")
+    monkeypatch.setattr(recording, "HERE", outside / "site-packages" / "forge_gates" / "x.py")
     with recorded_run(tmp_path / "run", "p0"):
         pass
     record = read_provenance(tmp_path / "run")
