@@ -198,7 +198,7 @@ def bench(session: nox.Session) -> None:
     """Speed targets vs same-process references -> bench-report.json + a table (benchmark,
     target, measured, ratio, met); a target missed or not measured, or a raise, fails it.
 
-    rllm-model-gateway 0.1.0 (the rollout bench's comparison) goes into its own venv; when it
+    rllm-model-gateway 0.1.0 (the gateway benches' comparison) goes into its own venv; when it
     cannot be installed its target is reported as not measured, which fails the session unless
     `nox -s bench -- --allow-unmeasured`. Other arguments: `--only NAME`, `--out PATH`.
     The verl trainer's benchmark needs the `verl` extra; the Docker one a daemon (started here).

@@ -10,6 +10,9 @@ as timed assertions). A result names its targets in one list, which this runner 
                  "unit": "x", "reason": "rllm-model-gateway not installed"}]
 
 `measured: None` means the target could not be measured (with the reason): it is not met. A
+target in milliseconds (its unit, or `ms` in its name) is an error, never judged: on a shared
+machine an absolute time says more about the neighbours than the code (issue 37); state it
+against a peer or a floor measured in the same run and report the milliseconds beside it. A
 result without targets is a report: its `summary` line (or `skipped` reason) goes to the notes.
 Exit status 1 when any target is missed or not measured, a benchmark raised, or a target is
 malformed; `--allow-unmeasured` lets unmeasured targets pass (they stay in the table).
@@ -37,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = "forge/bench-report@2"
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 FAILING = ("missed", "error")
+ABSOLUTE_UNITS = frozenset({"ms"})  # times too short to be judged as they are on a shared VM
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,14 @@ def judge(benchmark: str, target: object) -> Row:
         note = f"expected op in {list(OPS)} and a numeric threshold; found {op!r}, {threshold!r}"
         return Row(benchmark, f"{name} {op} {threshold}", None, unit, None, "error", note)
     label = f"{name} {op} {threshold:g}{_unit(unit)}"
+    absolute = ({unit} | set(str(name).split("_"))) & ABSOLUTE_UNITS
+    if absolute:
+        found = min(absolute)
+        note = (
+            f"expected a ratio against a peer or a floor measured in the same run; found an "
+            f"absolute time in {found}; fix: report the {found} as a figure and target the ratio"
+        )
+        return Row(benchmark, label, None, unit, None, "error", note)
     measured = target["measured"]
     if measured is None:
         reason = str(target.get("reason") or "no reason given")

@@ -140,3 +140,23 @@ def test_main_writes_the_verdict_and_exits_1_on_a_miss(tmp_path, monkeypatch, ca
     assert "gae_speedup_vs_loop_at_65536" in printed and "bench FAILED" in printed
     monkeypatch.setattr(bench, "discover", lambda only: [tmp_path / "bench_good.py"])
     assert bench.main(["--out", str(out)]) == 0 and json.loads(out.read_text())["passed"]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        {"name": "gateway_p50_added", "measured": 1.0, "op": "<", "threshold": 2.0, "unit": "ms"},
+        {"name": "gateway_p50_added_ms_32k_c8", "measured": 1.0, "op": "<", "threshold": 2.0},
+    ],
+)
+def test_a_target_in_milliseconds_is_an_error_even_when_it_would_be_met(target):
+    row = bench.judge("rollout", target)
+    assert (row.status, row.measured) == ("error", None)
+    assert "expected a ratio" in row.note and "found an absolute time in ms" in row.note
+    assert bench.exit_code([row]) == 1
+
+
+def test_seconds_and_ratios_are_judged_and_a_name_merely_containing_ms_is_not_refused():
+    for name, unit in (("freeze_60k_seconds", "s"), ("forms_over_rllm", "x"), ("terms", "")):
+        target = {"name": name, "measured": 1.0, "op": "<", "threshold": 2.0, "unit": unit}
+        assert bench.judge("b", target).status == "met", name

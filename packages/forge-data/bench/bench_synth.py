@@ -64,7 +64,7 @@ def _tier_yield() -> dict:
 def run() -> dict:
     with tempfile.TemporaryDirectory(prefix="forge-synth-bench-") as tmp:
         start = time.perf_counter()
-        report = fd.synth(
+        report = fd.synthesize(
             fd.SynthConfig(
                 source=str(FIXTURE), out=Path(tmp) / "tasks", seed=7, max_tasks=6, quiet=True
             )

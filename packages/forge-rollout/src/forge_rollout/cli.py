@@ -145,6 +145,7 @@ def _stub(args: argparse.Namespace) -> int:
         completion_tokens=args.completion_tokens,
         canned=args.canned,
         latency_ms=args.latency_ms,
+        bytes_per_token=args.bytes_per_token,
         keep_bodies=not args.forget_bodies,
     )
     return serve_forever(create_stub_app(options), args.host, args.port, "FORGE_STUB")
@@ -347,6 +348,9 @@ def _add_stub_parser(sub: Any) -> None:
     p.add_argument("--canned", action="store_true", help="one precomputed answer")
     p.add_argument(
         "--latency-ms", type=float, default=0.0, help="model time per call (calls overlap)"
+    )
+    p.add_argument(
+        "--bytes-per-token", type=int, default=1, help="text prompts: one token per N bytes"
     )
     p.add_argument(
         "--forget-bodies", action="store_true", help="keep no request bodies (long-prompt bench)"

@@ -1,11 +1,13 @@
 """A stub vLLM upstream with fault injection, for tests and the gateway bench.
 
 Prompt "tokens" are the UTF-8 bytes of the message contents joined (or of the text prompt),
-so a test knows every prompt's exact length; `/tokenize` counts the same way. The completion
-is `completion_tokens` ids 1, 2, 3, ... each with log-prob -0.5. The request's `model` picks a
-fault: `fault-500`, `fault-400`, `fault-hang` (sleeps `hang_s`), `fault-slow` (sleeps 0.5 s,
-then answers), `fault-drop` (closes the connection), `fault-badjson`, `fault-empty` (no
-completion ids), `fault-nologprobs`, `fault-tokenize` (500 from /tokenize). `canned=True`
+so a test knows every prompt's exact length; `/tokenize` counts the same way (with
+`bytes_per_token` > 1, every n-th byte: a bench's prompt ids then have a real tokenizer's
+count). The completion is `completion_tokens` ids 1, 2, 3, ... each with log-prob -0.5.
+The request's `model` picks a fault: `fault-500`, `fault-400`, `fault-hang` (sleeps
+`hang_s`), `fault-slow` (sleeps 0.5 s, then answers), `fault-drop` (closes the connection),
+`fault-badjson`, `fault-empty` (no completion ids), `fault-nologprobs`, `fault-tokenize` (500
+from /tokenize). `canned=True`
 answers every call with the same precomputed bytes (the bench's trivial upstream).
 """
 
@@ -35,6 +37,13 @@ class StubOptions(BaseModel):
     latency_ms: float = Field(
         default=0.0, ge=0, description="Model time per call (awaited: calls overlap, as batched)."
     )
+    bytes_per_token: int = Field(
+        default=1,
+        ge=1,
+        description="Text prompts count one token per this many UTF-8 bytes (1: every byte). "
+        "The long-prompt bench passes its tokenizer's ratio, so that the prompt ids a chat "
+        "answer echoes (return_token_ids) have a real model's length, not 2-4x it.",
+    )
     keep_bodies: bool = Field(
         default=True,
         description="Keep every request body in `StubState.bodies` (tests read them; a bench "
@@ -43,8 +52,9 @@ class StubOptions(BaseModel):
     )
 
 
-def prompt_ids(body: dict[str, Any]) -> list[int]:
-    """The stub's tokenization: UTF-8 bytes of the contents (chat) or of the prompt."""
+def prompt_ids(body: dict[str, Any], bytes_per_token: int = 1) -> list[int]:
+    """The stub's tokenization: UTF-8 bytes of the contents (chat) or of the prompt (every
+    `bytes_per_token`-th byte); an id prompt as it is."""
     if "messages" in body:
         text = "".join(str(m.get("content") or "") for m in body["messages"])
     else:
@@ -52,7 +62,7 @@ def prompt_ids(body: dict[str, Any]) -> list[int]:
         if isinstance(prompt, list):
             return [int(t) for t in prompt]
         text = str(prompt)
-    return list(text.encode("utf-8"))
+    return list(text.encode("utf-8")[::bytes_per_token])
 
 
 def vllm_answer(body: dict[str, Any], ids: list[int], completion_tokens: int) -> dict[str, Any]:
@@ -143,7 +153,7 @@ def create_stub_app(options: StubOptions | None = None) -> web.Application:
             return web.Response(status=200)
         if model == "fault-badjson":
             return web.Response(body=b'{"choices": [', content_type="application/json")
-        ids = prompt_ids(body)
+        ids = prompt_ids(body, options.bytes_per_token)
         answer = vllm_answer(body, ids, options.completion_tokens)
         choice = answer["choices"][0]
         if model == "fault-empty" and "token_ids" in choice:
@@ -160,7 +170,7 @@ def create_stub_app(options: StubOptions | None = None) -> web.Application:
         if body.get("model") == "fault-tokenize":
             error = {"message": "tokenizer broke", "type": "InternalServerError", "code": 500}
             return web.json_response({"error": error}, status=500)
-        ids = prompt_ids(body)
+        ids = prompt_ids(body, options.bytes_per_token)
         return web.json_response(
             {"count": len(ids), "max_model_len": options.window, "tokens": ids}
         )
