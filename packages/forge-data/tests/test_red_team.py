@@ -62,3 +62,10 @@ def test_the_change_audit_flags_what_a_fix_never_needs(job: dict) -> None:
     for attack, rule in AUDITED.items():
         assert rule in flags[attack], (attack, flags[attack])
     assert flags[REAL_FIX] == {}
+
+
+def test_every_demo_task_ships_the_same_worker_runner() -> None:
+    """Each task folder stands alone (Harbor uploads only its tests/), so tests/_remote.py is
+    copied into every demo task; the copies must never drift apart."""
+    copies = {p.read_bytes() for p in demo_tasks_root().glob("*/tests/_remote.py")}
+    assert len(list(demo_tasks_root().glob("*/tests/_remote.py"))) == 12 and len(copies) == 1
