@@ -282,16 +282,13 @@ async def _carry(
             await carry_change(agent_box, fresh, state.change, before.workdir, scratch)
         finally:
             _write_change_audit(state.change, scratch / "change.tar", trial_dir)
-    except ChangeError as exc:
-        _agent_caused(state, exc)
-        return False
-    except SandboxStateError as exc:  # its sandbox died under the agent's own commands
-        _agent_caused(state, exc)  # (`kill -9` of its init, a memory hog taking it down)
-        return False
-    except SandboxError as exc:
-        if not state.agent_oom:  # the backend failed: infrastructure
+    except (ChangeError, SandboxError) as exc:
+        # a change it made uncarriable, or its sandbox dead under its own commands (`kill -9`
+        # of its init, its memory hog taking it down); any other backend failure: infrastructure
+        ours = isinstance(exc, ChangeError | SandboxStateError) or state.agent_oom
+        if not ours:
             raise
-        _agent_caused(state, exc)  # its own memory hog took the sandbox down with it
+        _agent_caused(state, exc)
         return False
     return True
 
