@@ -14,97 +14,19 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from aiohttp import web
 
 import forge_data
 from forge_eval import score_path
 from forge_rollout._aio import run_app_in_thread
 from forge_rollout.episodes._agent import AgentConfig, NetworkConnectionError
 from forge_rollout.episodes._runner import resolve_tasks, run_rollouts, select_tasks
+from forge_rollout.testing._scripted import SCRIPTED_WINDOW, scripted_upstream
 from forge_rollout.traces._job_rows import rows_from_job
 from forge_sandbox import LocalSandbox, SandboxStartError
 
-WINDOW = 1_000_000
-SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-
-
-def _ids(body: dict[str, Any]) -> list[int]:
-    return list("".join(str(m.get("content") or "") for m in body["messages"]).encode())
-
-
-def scripted_upstream(
-    solutions: dict[str, str], hung: list[float] | None = None
-) -> web.Application:
-    """vLLM-shaped answers chosen by script from the instruction in the first user message;
-    with `hung`, every call is recorded there (its arrival time) and hangs 30 s instead."""
-
-    async def chat(request: web.Request) -> web.Response:
-        body = await request.json()
-        if hung is not None:
-            hung.append(time.monotonic())
-            await asyncio.sleep(30)
-        messages = body["messages"]
-        turns = sum(1 for m in messages if m["role"] == "assistant")
-        if turns == 0:
-            script = next(s for key, s in solutions.items() if key in messages[1]["content"])
-            content = f"THOUGHT: apply the fix\n```mswea_bash_command\n{script}\n```"
-        else:
-            content = f"THOUGHT: done\n```mswea_bash_command\n{SUBMIT}\n```"
-        completion = list(content.encode())
-        entries = [
-            {"token": chr(t), "logprob": -0.5, "bytes": [t], "top_logprobs": []} for t in completion
-        ]
-        prompt = _ids(body)
-        return web.json_response(
-            {
-                "id": "scripted",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "prompt_token_ids": prompt,
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "stop",
-                        "stop_reason": None,
-                        "message": {"role": "assistant", "content": content},
-                        "token_ids": completion,
-                        "logprobs": {"content": entries},
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": len(prompt),
-                    "completion_tokens": len(completion),
-                    "total_tokens": len(prompt) + len(completion),
-                },
-            }
-        )
-
-    async def tokenize(request: web.Request) -> web.Response:
-        body = await request.json()
-        count = len(_ids(body)) if "messages" in body else len(str(body.get("prompt", "")).encode())
-        return web.json_response({"count": count, "max_model_len": WINDOW, "tokens": []})
-
-    async def models(request: web.Request) -> web.Response:
-        return web.json_response(
-            {
-                "object": "list",
-                "data": [{"id": "scripted", "object": "model", "max_model_len": WINDOW}],
-            }
-        )
-
-    async def health(request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    app.router.add_post("/tokenize", tokenize)
-    app.router.add_get("/v1/models", models)
-    app.router.add_get("/health", health)
-    return app
+WINDOW = SCRIPTED_WINDOW
 
 
 def demo_solutions(tasks) -> dict[str, str]:

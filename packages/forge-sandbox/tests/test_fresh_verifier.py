@@ -14,12 +14,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from forge_sandbox import LocalSandbox, SandboxSpec, load_task, run_job
+from forge_sandbox.verify import _transfer
 from forge_sandbox.verify._testlist import check_listed, listed_tests
 from forge_sandbox.verify._transfer import (
+    ARGV_MAX_BYTES,
     Change,
     ChangeError,
     Entry,
     Manifest,
+    _as_argv,
     carry_change,
     check_change_archive,
     diff_manifests,
@@ -105,12 +108,39 @@ def test_a_change_archive_with_anything_else_is_refused(tmp_path, name, kind, li
 # -- carried for real, local backend -----------------------------------------------------------
 
 
+def test_short_plain_path_lists_go_on_the_command_line_others_in_a_file() -> None:
+    assert _as_argv(("pkg/mod.py", "new/deep/blob.bin"))
+    assert not _as_argv(("-rf.py",))  # an option to tar or rm
+    assert not _as_argv(("café.py",)) and not _as_argv(("a\nb",)) and not _as_argv(("a\tb",))
+    assert not _as_argv(tuple(f"p{i:06d}" for i in range(ARGV_MAX_BYTES // 8 + 1)))
+
+
 @pytest.mark.usefixtures("isolation")
-def test_the_change_travels_sources_and_modes_not_bytecode_git_or_tmp(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("odd", "wipe", "packed"),
+    [(False, False, 0), (True, False, 0), (False, True, 1), (True, True, 1)],
+    ids=["candidates", "candidates-odd-names", "packed-argv", "packed-list-files"],
+)
+def test_the_change_travels_sources_and_modes_not_bytecode_git_or_tmp(
+    tmp_path: Path, monkeypatch, odd: bool, wipe: bool, packed: int
+) -> None:
+    """The change comes from the candidates packed with the after manifest (paths whose
+    status changed since the mark), or, when the agent wiped /tmp (the mark with it), is
+    packed on its own: names on the command line, or in list files when they cannot be."""
+    calls = []
+    real_pack = _transfer._pack_change
+
+    async def pack(*args):
+        calls.append(args)
+        await real_pack(*args)
+
+    monkeypatch.setattr(_transfer, "_pack_change", pack)
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
     (repo / "pkg" / "mod.py").write_text("x = 1\n")
     (repo / "pkg" / "gone.py").write_text("y = 2\n")
+    if odd:  # names that cannot go on a command line as they are: both lists travel as files
+        (repo / "-gone dash.py").write_text("z = 3\n")
     (repo / "tool.sh").write_text("echo hi\n")
     (repo / ".git").mkdir()
     (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
@@ -119,8 +149,9 @@ def test_the_change_travels_sources_and_modes_not_bytecode_git_or_tmp(tmp_path: 
         "mkdir -p new/deep && printf '\\000\\001binary' > new/deep/blob.bin && "
         "ln -s ../pkg/mod.py new/link.py && mkdir -p pkg/__pycache__ && "
         "echo planted > pkg/__pycache__/mod.cpython-311.pyc && echo evil > .git/HEAD && "
-        "echo 1 > /tmp/reward.txt"
-    )
+        "echo 1 > /tmp/reward.txt && touch -d '2001-01-01' pkg/mod.py"  # an old mtime
+    ) + (" && rm -- '-gone dash.py' && echo new > 'pkg/café -x.py'" if odd else "")
+    agent += " && rm -rf /tmp/.forge-before" if wipe else ""
 
     async def go() -> tuple[Manifest, Manifest, str, str]:
         spec = SandboxSpec(workspace=repo)
@@ -142,6 +173,10 @@ def test_the_change_travels_sources_and_modes_not_bytecode_git_or_tmp(tmp_path: 
     assert "pkg/gone.py" not in carried.entries and "new/deep/blob.bin" in carried.entries
     assert head == "ref: refs/heads/main\n"  # .git is the task's own
     assert "__pycache__" not in leftovers and "reward.txt" not in leftovers
+    assert ".forge-transfer" not in leftovers and ".forge-change" not in leftovers
+    assert len(calls) == packed
+    if odd:
+        assert "pkg/café -x.py" in carried.entries and "-gone dash.py" not in carried.entries
 
 
 # -- the listed tests, read from the output ----------------------------------------------------
@@ -261,3 +296,21 @@ def test_an_agent_that_reaches_its_sandboxs_init_scores_0(make_task, tmp_path) -
     assert summary.errors == {"init": "AgentCausedFailure"}
     (trial,) = [json.loads(p.read_text()) for p in (tmp_path / "job").glob("*/result.json")]
     assert "SandboxInitChangedError" in trial["exception_info"]["exception_message"]
+
+
+def test_candidates_missing_a_changed_path_are_not_used_and_extras_never_travel(
+    tmp_path: Path,
+) -> None:
+    candidates, archive = tmp_path / "candidates.tar", tmp_path / "change.tar"
+    with tarfile.open(candidates, "w") as tar:
+        for name, data in (("a.py", b"new"), ("same.py", b"unchanged, rewritten")):
+            member = tarfile.TarInfo(name)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    change = Change(copy=("a.py",), delete=())
+    assert _transfer._change_from(candidates, change, archive) is True
+    with tarfile.open(archive) as tar:
+        assert tar.getnames() == ["a.py"] and tar.extractfile("a.py").read() == b"new"
+    more = Change(copy=("a.py", "b.py"), delete=())  # b.py changed within the mark's tick
+    assert _transfer._change_from(candidates, more, archive) is False
+    assert _transfer._change_from(tmp_path / "none.tar", change, archive) is False

@@ -102,6 +102,8 @@ _EXPORTS = {
     # testing/: the stub upstream with fault injection
     "StubOptions": "testing._stub",
     "create_stub_app": "testing._stub",
+    "SCRIPTED_MODEL": "testing._scripted",
+    "scripted_upstream": "testing._scripted",
     # servers in a thread or in the foreground
     "run_app_in_thread": "_aio",
 }
@@ -127,6 +129,7 @@ __all__ = [
     "MiniSweAgent",
     "NetworkConnectionError",
     "RowHeader",
+    "SCRIPTED_MODEL",
     "SampleRow",
     "SamplingParams",
     "SandboxEnvironment",
@@ -169,6 +172,7 @@ __all__ = [
     "rows_from_trial",
     "run_app_in_thread",
     "run_rollouts",
+    "scripted_upstream",
     "select_tasks",
     "sequence_log_probs",
     "train_tokenizer",
@@ -250,6 +254,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers (a test keeps bo
         make_tiny_model,
         train_tokenizer,
     )
+    from forge_rollout.testing._scripted import SCRIPTED_MODEL, scripted_upstream
     from forge_rollout.testing._stub import (
         StubOptions,
         create_stub_app,

@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,9 +23,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from forge_gates import atomic_write_json
 from forge_sandbox._agents import AgentName
+from forge_sandbox._errors import SandboxError
 from forge_sandbox._protocol import SandboxFactory
 from forge_sandbox._task import HarborTask
-from forge_sandbox._trial import ENVIRONMENT_IMPORT_PATH, TrialAgent, reward_of, run_trial
+from forge_sandbox._trial import (
+    ENVIRONMENT_IMPORT_PATH,
+    Prepared,
+    TrialAgent,
+    prepare_trial,
+    reward_of,
+    run_trial,
+)
 from forge_sandbox.local._sandbox import LocalSandbox
 
 JOB_SCHEMA = "forge-sandbox/job@1"
@@ -141,28 +149,27 @@ async def run_job(
     verifier_timeout_s: float | None = None,
     make_sandbox: SandboxFactory = LocalSandbox,
     progress: Progress | None = None,
+    warm: int | None = None,
 ) -> JobSummary:
     """Run `agent` on every task `attempts` times (one fresh sandbox per trial) into a Harbor
     job directory. `resume=True` continues a job in `job_dir`: trials with a reward are kept,
     the others run again (an interrupted trial leaves no result.json, or one without a reward:
-    the interruption reaches the sandboxes' processes too)."""
-    if concurrency < 1 or attempts < 1:
+    the interruption reaches the sandboxes' processes too).
+
+    The warm queue: besides the `concurrency` trials running, up to `warm` more trials (None:
+    `concurrency`; 0: none) have their agent sandbox started and its tree listed ahead of
+    their turn, in schedule order; each is checked alive before use and replaced when dead.
+    A trial's verifier sandbox starts while its agent runs, and its sandboxes are stopped
+    after its verdict, outside the concurrency slot; the job returns once every one stopped
+    (a stop that failed is raised then, naming the sandboxes, after result.json is final)."""
+    ahead = concurrency if warm is None else warm
+    if concurrency < 1 or attempts < 1 or ahead < 0:
         raise ValueError(
-            f"expected concurrency >= 1 and attempts >= 1; found {concurrency}, {attempts}"
+            f"expected concurrency >= 1, attempts >= 1 and warm >= 0; found {concurrency}, "
+            f"{attempts}, {warm}"
         )
     job_dir = Path(job_dir)
-    agent_name = agent if isinstance(agent, str) else agent.name
-    config = {
-        "schema_version": JOB_SCHEMA,
-        "job_name": job_dir.name,
-        "jobs_dir": str(job_dir.parent),
-        "n_attempts": attempts,
-        "n_concurrent_trials": concurrency,
-        "agents": [{"name": agent_name, **getattr(agent, "config_summary", {})}],
-        "environment": {"import_path": ENVIRONMENT_IMPORT_PATH},
-        "verifier": {"override_timeout_sec": verifier_timeout_s},
-        "tasks": [{"path": str(t.path)} for t in tasks],
-    }
+    config = _job_config(tasks, job_dir, agent, attempts, concurrency, verifier_timeout_s)
     # 1. the job config (or the one being resumed), and the trials already finished
     job_id, started_at, results = _open_job(job_dir, config, resume)
     plan = [(task, k) for task in tasks for k in range(attempts)]
@@ -172,20 +179,32 @@ async def run_job(
     atomic_write_json(
         job_dir / "result.json", _job_result(job_id, started_at, total, results, False, concurrency)
     )
-    gate = asyncio.Semaphore(concurrency)
+    gate = asyncio.Semaphore(concurrency)  # trials running
+    room = asyncio.Semaphore(concurrency + ahead)  # trials with sandboxes: running or warm
+    starting = asyncio.Semaphore(concurrency)  # warm starts at once, in schedule order (the
+    # first trials' sandboxes are not slowed by the later ones')
+    stops: list[asyncio.Future[None]] = []
 
     # 2. every remaining trial, `concurrency` at a time; result.json is refreshed after each
     async def one(task: HarborTask, attempt: int) -> None:
-        async with gate:
-            trial_dir = job_dir / trial_name_for(task.name, attempt)
-            result = await run_trial(
-                task,
-                agent,
-                trial_dir,
-                job_id=job_id,
-                verifier_timeout_s=verifier_timeout_s,
-                make_sandbox=make_sandbox,
-            )
+        trial_dir = job_dir / trial_name_for(task.name, attempt)
+        async with room:
+            warm_start = _WarmStart(task, trial_dir.name, make_sandbox, starting) if ahead else None
+            try:
+                async with gate:
+                    result = await run_trial(
+                        task,
+                        agent,
+                        trial_dir,
+                        job_id=job_id,
+                        verifier_timeout_s=verifier_timeout_s,
+                        make_sandbox=make_sandbox,
+                        prepared=warm_start.take() if warm_start else None,
+                        cleanup=lambda stop: stops.append(asyncio.ensure_future(stop)),
+                    )
+            finally:
+                if warm_start is not None:
+                    await warm_start.discard_untaken()
         results.append(result)
         atomic_write_json(
             job_dir / "result.json",
@@ -194,11 +213,71 @@ async def run_job(
         if progress is not None:
             progress(len(results), total, result)
 
-    await asyncio.gather(*(one(task, k) for task, k in todo))
+    failed = await _all_ended([asyncio.create_task(one(task, k)) for task, k in todo], stops)
     # 3. the final job result
     atomic_write_json(
         job_dir / "result.json", _job_result(job_id, started_at, total, results, True)
     )
+    if failed:
+        raise SandboxError(
+            f"job {job_dir}: expected every trial's sandboxes stopped; found {len(failed)} "
+            f"stop(s) failed: {'; '.join(f'{type(e).__name__}: {e}' for e in failed[:3])}; "
+            "fix: remove what they left (forge-sandbox docker gc / k8s gc); the verdicts in "
+            "result.json stand"
+        )
+    return _summary(job_dir, agent, plan, attempts, results)
+
+
+def _job_config(
+    tasks: list[HarborTask],
+    job_dir: Path,
+    agent: AgentName | TrialAgent,
+    attempts: int,
+    concurrency: int,
+    verifier_timeout_s: float | None,
+) -> dict[str, Any]:
+    """The job's config.json (Harbor JobConfig field names)."""
+    return {
+        "schema_version": JOB_SCHEMA,
+        "job_name": job_dir.name,
+        "jobs_dir": str(job_dir.parent),
+        "n_attempts": attempts,
+        "n_concurrent_trials": concurrency,
+        "agents": [{"name": _agent_name(agent), **getattr(agent, "config_summary", {})}],
+        "environment": {"import_path": ENVIRONMENT_IMPORT_PATH},
+        "verifier": {"override_timeout_sec": verifier_timeout_s},
+        "tasks": [{"path": str(t.path)} for t in tasks],
+    }
+
+
+def _agent_name(agent: AgentName | TrialAgent) -> str:
+    return agent if isinstance(agent, str) else agent.name
+
+
+async def _all_ended(
+    trials: list[asyncio.Task[None]], stops: list[asyncio.Future[None]]
+) -> list[BaseException]:
+    """Await every trial; cancelled or failed, every trial still ends (and stops its
+    sandboxes) before this returns or raises. Returns the stops that failed."""
+    try:
+        await asyncio.gather(*trials)
+    finally:
+        for trial in trials:
+            if not trial.cancelling():  # once: a second cancel would cut its cleanup short
+                trial.cancel()
+        if trials:
+            await asyncio.wait(trials)
+        stopped = await asyncio.gather(*stops, return_exceptions=True)
+    return [s for s in stopped if isinstance(s, BaseException)]
+
+
+def _summary(
+    job_dir: Path,
+    agent: AgentName | TrialAgent,
+    plan: list[tuple[HarborTask, int]],
+    attempts: int,
+    results: list[dict[str, Any]],
+) -> JobSummary:
     attempt_of = {trial_name_for(t.name, k): k for t, k in plan}
 
     def key(r: dict[str, Any]) -> str:
@@ -208,7 +287,7 @@ async def run_job(
 
     return JobSummary(
         job_dir=job_dir,
-        agent=agent_name,
+        agent=_agent_name(agent),
         rewards={key(r): reward_of((r["verifier_result"] or {}).get("rewards")) for r in results},
         errors={
             key(r): r["exception_info"]["exception_type"]
@@ -216,6 +295,37 @@ async def run_job(
             if r["exception_info"] is not None
         },
     )
+
+
+class _WarmStart:
+    """A trial's agent sandbox being started ahead of its turn (the warm queue). The trial
+    takes it (then owns it); one never taken (the job was cancelled first) is stopped."""
+
+    def __init__(
+        self,
+        task: HarborTask,
+        trial_name: str,
+        make_sandbox: SandboxFactory,
+        starts: asyncio.Semaphore,
+    ) -> None:
+        async def start() -> Prepared:
+            async with starts:
+                return await prepare_trial(task, trial_name, make_sandbox)
+
+        self._starting = asyncio.ensure_future(start())
+        self._taken = False
+
+    def take(self) -> Awaitable[Prepared]:
+        self._taken = True
+        return self._starting
+
+    async def discard_untaken(self) -> None:
+        if self._taken:
+            return
+        self._taken = True
+        await asyncio.wait([self._starting])
+        if not self._starting.cancelled() and self._starting.exception() is None:
+            await self._starting.result().discard()
 
 
 def _change(key: str, old: Any, new: Any) -> str:

@@ -47,6 +47,13 @@ class Sandbox(Protocol):
         """
         ...
 
+    async def check_alive(self) -> None:
+        """Raise SandboxStateError (or the backend's typed subclass of SandboxError: the
+        container or pod died, was OOM-killed, or cannot be read) unless the sandbox is running
+        and its init alive. Cheap (no exec): a sandbox started ahead of its trial is checked
+        with it before use, and replaced when it fails."""
+        ...
+
     async def upload(self, local_path: str | os.PathLike[str], sandbox_path: str) -> None:
         """Copy a host file or directory to `sandbox_path` (absolute, no `..`)."""
         ...

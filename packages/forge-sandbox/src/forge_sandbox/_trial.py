@@ -23,9 +23,11 @@ infrastructure error (no reward). Every JSON file is written atomically and carr
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 import traceback
 import uuid
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -166,6 +168,11 @@ class _TrialState:
     change: Change | None = None
     agent_oom: bool = False
     zero_for: BaseException | None = None
+    # how each sandbox was had: agent "warm" | "cold" | "replaced: ..."; verifier
+    # "prestarted" | "replaced: ..."
+    starts: dict[str, str] = field(default_factory=dict)
+    # the sandboxes' stops, run after the verdict (by run_job outside its concurrency slot)
+    later: list[Coroutine[Any, Any, None]] = field(default_factory=list)
 
 
 def _trial_config(
@@ -315,6 +322,122 @@ async def _verify(
     state.times["verifier"]["finished_at"] = _now()
 
 
+@dataclass
+class Prepared:
+    """An agent sandbox started, and its working tree listed, before its trial runs (by
+    `prepare_trial`; run_job does it ahead of the schedule). Its owner stops it."""
+
+    sandbox: Sandbox
+    before: Manifest
+    scratch: tempfile.TemporaryDirectory[str]
+    setup: dict[str, str | None]  # environment_setup's started_at / finished_at
+    _stopping: asyncio.Future[None] | None = field(default=None, repr=False)
+
+    def begin_stop(self) -> None:
+        """Start stopping the sandbox (and removing the scratch folder) in the background."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._discard())
+
+    async def discard(self) -> None:
+        """Stop the sandbox and remove the scratch folder (once, however often called)."""
+        self.begin_stop()
+        assert self._stopping is not None
+        await self._stopping
+
+    async def _discard(self) -> None:
+        try:
+            await self.sandbox.stop()
+        finally:
+            self.scratch.cleanup()
+
+
+async def prepare_trial(
+    task: HarborTask, trial_name: str, make_sandbox: SandboxFactory
+) -> Prepared:
+    """A started agent sandbox for `task` with the manifest of its working tree; on failure
+    nothing is left (the sandbox is stopped) and the error propagates (infrastructure)."""
+    started_at = _now()
+    if task.problem is not None:  # a task that could not be read fails here
+        raise TaskLayoutError(task.problem)
+    scratch = tempfile.TemporaryDirectory(prefix="forge-change-")
+    box = make_sandbox(task.sandbox_spec(trial_name=trial_name))
+    try:
+        await box.start()
+        before = await take_manifest(box, Path(scratch.name), after_agent=False)
+    except BaseException:
+        try:
+            await box.stop()
+        finally:
+            scratch.cleanup()
+        raise
+    return Prepared(box, before, scratch, {"started_at": started_at, "finished_at": _now()})
+
+
+async def _take_prepared(
+    task: HarborTask,
+    trial_name: str,
+    make_sandbox: SandboxFactory,
+    prepared: Awaitable[Prepared] | None,
+    state: _TrialState,
+) -> Prepared:
+    """The trial's agent sandbox: the one started ahead when it is still alive (checked),
+    else a new one (a dead one is stopped and replaced; `state.starts` says which). Each is
+    in `state.later` (stopped after the verdict) from the moment the trial has it."""
+    if prepared is not None:
+        ready = await prepared  # its start failure is the trial's (infrastructure)
+        state.later.append(ready.discard())
+        try:
+            await ready.sandbox.check_alive()
+        except SandboxError as exc:
+            state.starts["agent"] = f"replaced: {type(exc).__name__}: {exc}"[:500]
+            ready.begin_stop()
+        else:
+            state.starts["agent"] = "warm"
+            return ready
+    else:
+        state.starts["agent"] = "cold"
+    ready = await prepare_trial(task, trial_name, make_sandbox)
+    state.later.append(ready.discard())
+    return ready
+
+
+async def _start_fresh(task: HarborTask, trial_name: str, make_sandbox: SandboxFactory) -> Sandbox:
+    """The verifier's fresh sandbox from the task's environment, started (stopped on failure)."""
+    fresh = make_sandbox(task.verifier_spec(trial_name=f"{trial_name}-verify"))
+    try:
+        await fresh.start()
+    except BaseException:
+        await fresh.stop()
+        raise
+    return fresh
+
+
+async def _fresh_alive(
+    starting: asyncio.Task[Sandbox],
+    task: HarborTask,
+    trial_name: str,
+    make_sandbox: SandboxFactory,
+    state: _TrialState,
+) -> Sandbox:
+    """The fresh sandbox started while the agent ran, checked alive, else a new one."""
+    fresh = await starting
+    try:
+        await fresh.check_alive()
+    except SandboxError as exc:
+        state.starts["verifier"] = f"replaced: {type(exc).__name__}: {exc}"[:500]
+        return await _start_fresh(task, trial_name, make_sandbox)
+    state.starts["verifier"] = "prestarted"
+    return fresh
+
+
+async def _stop_started(starting: asyncio.Task[Sandbox]) -> None:
+    """Stop the sandbox a start task made, once the start has ended (a failed or cancelled
+    start left nothing: `_start_fresh` stops its own)."""
+    await asyncio.wait([starting])
+    if not starting.cancelled() and starting.exception() is None:
+        await starting.result().stop()
+
+
 async def _run_in_sandbox(
     task: HarborTask,
     agent: AgentName | TrialAgent,
@@ -322,45 +445,41 @@ async def _run_in_sandbox(
     verifier_timeout_s: float | None,
     make_sandbox: SandboxFactory,
     state: _TrialState,
+    prepared: Awaitable[Prepared] | None,
 ) -> None:
-    """A trial's sandboxes: the agent's, then a fresh one for the verifier, each stopped."""
-    # 1. a fresh sandbox with the task's workspace (a task that could not be read fails here)
+    """A trial's sandboxes: the agent's (started ahead when `prepared` is given), and a fresh
+    one for the verifier, started while the agent runs; each is stopped (in `state.later`)."""
+    # 1. the agent's sandbox with the task's workspace and the manifest of its tree
     state.times["environment_setup"] = {"started_at": _now(), "finished_at": None}
-    if task.problem is not None:
-        raise TaskLayoutError(task.problem)
-    with tempfile.TemporaryDirectory(prefix="forge-change-") as tmp:
-        scratch = Path(tmp)
-        agent_box = make_sandbox(task.sandbox_spec(trial_name=trial_dir.name))
-        fresh: Sandbox | None = None
-        try:
-            await agent_box.start()
-            before = await take_manifest(agent_box, scratch, after_agent=False)
-            state.times["environment_setup"]["finished_at"] = _now()
-            try:
-                # 2. the agent (a timeout is recorded, and the verifier still runs, as in Harbor)
-                await _run_agent_step(agent_box, task, agent, trial_dir, state)
-                # 3. nothing the agent started runs on; a limit it hit is its own outcome;
-                #    the sandbox's own processes are as start() left them (local backend)
-                await _kill_agent_processes(agent_box, state)
-                if isinstance(agent_box, LocalSandbox):
-                    await agent_box.check_init()
-            except (SandboxStateError, SandboxInitChangedError) as exc:
-                # its sandbox died under its own commands, or they reached its init
-                state.times["agent_execution"]["finished_at"] = _now()
-                _agent_caused(state, exc)
-                return
-            # 4. a fresh sandbox from the task's environment, with the agent's change only
-            fresh = make_sandbox(task.verifier_spec(trial_name=f"{trial_dir.name}-verify"))
-            await fresh.start()
-            carried = await _carry(agent_box, fresh, before, scratch, trial_dir, state)
-            await agent_box.stop()  # nothing of it reaches the verifier
-            # 5. the verifier, in the fresh sandbox
-            if carried:
-                await _verify(fresh, task, trial_dir, verifier_timeout_s, state)
-        finally:
-            await agent_box.stop()
-            if fresh is not None:
-                await fresh.stop()
+    ready = await _take_prepared(task, trial_dir.name, make_sandbox, prepared, state)
+    agent_box, before, scratch = ready.sandbox, ready.before, Path(ready.scratch.name)
+    state.times["environment_setup"] = dict(ready.setup)
+    # the verifier's fresh sandbox starts now, off the critical path; checked alive at use
+    starting = asyncio.ensure_future(_start_fresh(task, trial_dir.name, make_sandbox))
+    state.later.append(_stop_started(starting))
+    try:
+        # 2. the agent (a timeout is recorded, and the verifier still runs, as in Harbor)
+        await _run_agent_step(agent_box, task, agent, trial_dir, state)
+        # 3. nothing the agent started runs on; a limit it hit is its own outcome; the
+        #    sandbox's own processes are as start() left them (local backend)
+        await _kill_agent_processes(agent_box, state)
+        if isinstance(agent_box, LocalSandbox):
+            await agent_box.check_init()
+    except (SandboxStateError, SandboxInitChangedError) as exc:
+        # its sandbox died under its own commands, or they reached its init
+        state.times["agent_execution"]["finished_at"] = _now()
+        _agent_caused(state, exc)
+        return
+    # 4. the fresh sandbox receives the agent's change only; the agent's sandbox, every
+    #    process of it killed, is removed while the verifier runs in the other one
+    fresh = await _fresh_alive(starting, task, trial_dir.name, make_sandbox, state)
+    if fresh is not starting.result():
+        state.later.append(fresh.stop())
+    carried = await _carry(agent_box, fresh, before, scratch, trial_dir, state)
+    ready.begin_stop()
+    # 5. the verifier, in the fresh sandbox
+    if carried:
+        await _verify(fresh, task, trial_dir, verifier_timeout_s, state)
 
 
 def _verifier_result(state: _TrialState) -> dict[str, Any] | None:
@@ -400,6 +519,7 @@ def _trial_result(
         "agent_result": {**(state.report or AgentReport()).model_dump(), "cost_usd": None},
         "verifier_result": _verifier_result(state),
         "verifier_environment_mode": "fresh",
+        "sandbox_starts": dict(state.starts),
         "exception_info": (_exception_info(state.failure, finished_at) if state.failure else None),
         "started_at": started_at,
         "finished_at": finished_at,
@@ -419,8 +539,15 @@ async def run_trial(
     job_id: str,
     verifier_timeout_s: float | None = None,
     make_sandbox: SandboxFactory = LocalSandbox,
+    prepared: Awaitable[Prepared] | None = None,
+    cleanup: Callable[[Coroutine[Any, Any, None]], None] | None = None,
 ) -> dict[str, Any]:
-    """One trial: fresh sandbox, agent, verifier, stop; writes and returns its result.json."""
+    """One trial: fresh sandbox, agent, verifier, stop; writes and returns its result.json.
+
+    `prepared`: its agent sandbox started ahead (`prepare_trial`; checked alive before use,
+    replaced when dead); the trial owns it from then on. `cleanup`: takes the coroutine that
+    stops the trial's sandboxes, to be awaited by the caller (run_job, outside its slot);
+    without it run_trial awaits it before returning."""
     for part in ("agent", "verifier", "artifacts"):
         (trial_dir / part).mkdir(parents=True, exist_ok=True)
     config = _trial_config(task, agent, trial_dir, job_id, verifier_timeout_s)
@@ -428,10 +555,28 @@ async def run_trial(
     state = _TrialState()
     started_at = _now()
     try:
-        await _run_in_sandbox(task, agent, trial_dir, verifier_timeout_s, make_sandbox, state)
+        await _run_in_sandbox(
+            task, agent, trial_dir, verifier_timeout_s, make_sandbox, state, prepared
+        )
     except Exception as exc:  # every failure is recorded by type, as Harbor does
         state.failure = state.failure or exc
+    except BaseException:  # cancelled: the sandboxes are stopped before it propagates
+        await _stop_all(state.later)
+        raise
     finished_at = _now()
     result = _trial_result(task, agent, trial_dir, config, state, started_at, finished_at)
     atomic_write_json(trial_dir / "result.json", result)
+    if cleanup is None:
+        await _stop_all(state.later)
+    else:
+        cleanup(_stop_all(state.later))
     return result
+
+
+async def _stop_all(stops: list[Coroutine[Any, Any, None]]) -> None:
+    """Run every stop (each even when another fails); raise the first failure after all."""
+    results = await asyncio.gather(*stops, return_exceptions=True)
+    stops.clear()
+    for outcome in results:
+        if isinstance(outcome, BaseException):
+            raise outcome

@@ -114,7 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
             action="store_true",
             help="continue the job in --out: finished trials are kept, the rest run",
         )
-        job.add_argument("--concurrency", type=int, default=2, help="sandboxes at once")
+        job.add_argument("--concurrency", type=int, default=2, help="trials at once")
+        job.add_argument(
+            "--warm",
+            type=int,
+            default=None,
+            help="agent sandboxes started ahead of their turn (default: as many as "
+            "--concurrency; 0: none)",
+        )
         job.add_argument(
             "--verifier-timeout",
             type=float,
@@ -270,6 +277,7 @@ def _job(args: argparse.Namespace) -> int:
                     args.out,
                     args.command,
                     concurrency=args.concurrency,
+                    warm=args.warm,
                     resume=args.resume,
                     verifier_timeout_s=args.verifier_timeout,
                     make_sandbox=backend,

@@ -129,6 +129,13 @@ class ResourceSpec(_Frozen):
     max_num_seqs: int = Field(default=10, gt=0, description="Max concurrent sequences served.")
     async_training: bool = Field(default=False, description="Off-policy async rollout/training.")
     concurrency: int = Field(default=1, gt=0, description="Episodes run at the same time.")
+    warm_sandboxes: int | None = Field(
+        default=None,
+        ge=0,
+        description="Agent sandboxes started ahead of their episode's turn and checked alive "
+        "before use (the warm queue); None: as many as `concurrency`; 0: none. Each holds its "
+        "sandbox's resources while it waits (a pod's requests on Kubernetes).",
+    )
     min_host_memory_gib: float = Field(default=2.0, ge=0, description="Host memory preflight.")
     gpu_memory_gb: float | None = Field(
         default=None,

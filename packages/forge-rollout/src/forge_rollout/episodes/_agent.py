@@ -249,6 +249,7 @@ class SandboxEnvironment:
         self.config = config
         self.cwd = cwd
         self.n_commands = 0
+        self.exec_s = 0.0  # wall seconds of the agent's commands (the rollout bench's bound)
         self.cancelled = False
 
     def execute(self, action: dict, cwd: str = "", *, timeout: int | None = None) -> dict:
@@ -263,7 +264,9 @@ class SandboxEnvironment:
             ),
             self.loop,
         )
+        started = time.monotonic()
         result = future.result()  # a sandbox failure propagates: an infrastructure error
+        self.exec_s += time.monotonic() - started
         self.n_commands += 1
         if result.oom_killed:  # its own command filled memory: the agent's outcome, scored
             raise AgentResourceLimitError(

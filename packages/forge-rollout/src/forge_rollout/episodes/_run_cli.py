@@ -34,6 +34,13 @@ def add_run_parser(sub: Any) -> None:
     p.add_argument("--attempts", type=int, default=1, help="episodes per task")
     p.add_argument("--concurrency", type=int, default=2, help="episodes at the same time")
     p.add_argument(
+        "--warm",
+        type=int,
+        default=None,
+        help="agent sandboxes started ahead of their turn (default: as many as --concurrency; "
+        "0: none)",
+    )
+    p.add_argument(
         "--model",
         default=None,
         help="served model name or LoRA adapter name (default: the endpoint's only model, "
@@ -149,6 +156,7 @@ def _run(
             config=config,
             attempts=args.attempts,
             concurrency=args.concurrency,
+            warm=args.warm,
             traces_dir=args.traces,
             progress=progress,
             make_sandbox=make_sandbox,

@@ -114,6 +114,7 @@ class MiniSweAgent:
             metadata={
                 "n_steps": model.n_calls,
                 "n_commands": env.n_commands,
+                "exec_s": round(env.exec_s, 4),
                 "exit_status": exit_status,
                 "session_id": session_id,
             },
@@ -294,9 +295,11 @@ async def run_rollouts(
     make_sandbox: SandboxFactory = LocalSandbox,
     progress: Progress | None = None,
     resume: bool = True,
+    warm: int | None = None,
 ) -> JobSummary:
     """Roll out `attempts` episodes per task into a Harbor job directory (resumable).
-    `model=None` uses the endpoint's only model (see `served_model`)."""
+    `model=None` uses the endpoint's only model (see `served_model`). `warm`: agent sandboxes
+    started ahead of the schedule (None: as many as `concurrency`; 0: none; see run_job)."""
     # 1. fail fast, before any sandbox starts, when the endpoint is not there
     await asyncio.to_thread(check_endpoint, endpoint)
     if model is None:
@@ -313,4 +316,5 @@ async def run_rollouts(
         verifier_timeout_s=verifier_timeout_s,
         make_sandbox=make_sandbox,
         progress=progress,
+        warm=warm,
     )

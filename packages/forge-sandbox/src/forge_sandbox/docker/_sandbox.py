@@ -210,6 +210,12 @@ class DockerSandbox:
             "cannot continue (not scored); something killed its init"
         )
 
+    async def check_alive(self) -> None:
+        """SandboxStateError before start() or after stop(); ContainerDiedError /
+        ContainerOOMKilledError when the daemon says the container is not running."""
+        self._require_running()
+        await self._check_alive("use")
+
     def _require_running(self) -> None:
         if self._state not in ("running", "starting") or self._id is None:
             raise SandboxStateError(

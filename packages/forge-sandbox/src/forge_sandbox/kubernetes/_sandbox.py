@@ -316,6 +316,12 @@ class KubernetesSandbox:
 
     # -- exec ------------------------------------------------------------------------------
 
+    async def check_alive(self) -> None:
+        """SandboxStateError before start() or after stop(); PodFailedError / PodOOMKilledError
+        when the pod's status says it ended; KubernetesAPIError when it cannot be read."""
+        self._require_running()
+        self._raise_if_dead(await self._read_status())
+
     def _require_running(self) -> None:
         if self._state not in ("running", "starting") or self._pod is None:
             raise SandboxStateError(

@@ -462,6 +462,17 @@ class LocalSandbox:
             file_size_limit_hit="file_size" in self._hits,
         )
 
+    async def check_alive(self) -> None:
+        """SandboxStateError unless started, not stopped, and its init process still running
+        (read from /proc: not gone, not a zombie)."""
+        self._require_running()
+        state = _process_state(self.init_pid)
+        if state in ("", "Z", "X"):
+            raise SandboxStateError(
+                f"expected the sandbox's init (pid {self.init_pid}) alive; found it "
+                f"{'gone' if not state else 'exited'}; fix: stop() and start a new sandbox"
+            )
+
     def _require_running(self) -> None:
         if self._state != "running":
             raise SandboxStateError(
@@ -519,6 +530,15 @@ class LocalSandbox:
                 )
             archive.seek(0)
             await asyncio.to_thread(unpack, archive, name, Path(local_path))
+
+
+def _process_state(pid: int) -> str:
+    """The state letter /proc/PID/stat shows (R, S, Z, ...), or '' when the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[0]
 
 
 def _limit_fix(result: ExecResult, spec: SandboxSpec) -> str | None:

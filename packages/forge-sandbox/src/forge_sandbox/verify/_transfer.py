@@ -33,7 +33,13 @@ from pathlib import Path
 from forge_sandbox._errors import SandboxError, SandboxTransferError
 from forge_sandbox._protocol import Sandbox
 
-STAGE = "/tmp/.forge-transfer"
+STAGE = "/tmp/.forge-transfer"  # the manifest's files
+BEFORE = "/tmp/.forge-before"  # the time mark of the manifest before the agent
+CHANGE_TAR = "/tmp/.forge-change.tar"  # the change, in either sandbox (/tmp exists in all)
+CHANGE_LIST = "/tmp/.forge-change.list"  # its paths, NUL-separated, when not on argv
+DELETE_LIST = "/tmp/.forge-delete.list"
+ARGV_MAX_BYTES = 32 * 1024
+CANDIDATES_TAR = "candidates.tar"  # scratch/after/: what changed since the mark, if taken
 EXCLUDED = (
     ".git",
     "__pycache__",
@@ -52,13 +58,26 @@ MANIFEST_SCRIPT = (
     f"set -e; umask 077; rm -rf {STAGE}; mkdir -p {STAGE}; pwd -P > {STAGE}/workdir; "
     f"{_FIND} \\( -type f -o -type d -o -type l \\) -printf {_ENTRY} > {STAGE}/entries; "
     f"{_FIND} -type f -print0 | xargs -0 -r sha256sum -b -z -- > {STAGE}/hashes; "
-    f"tar -c -f {STAGE}/manifest.tar -C {STAGE} workdir entries hashes"
+)
+MANIFEST_TAR = f"tar -c -f {STAGE}/manifest.tar -C {STAGE} workdir entries hashes"
+# before the agent: a mark of the time, kept outside the stage (never travels)
+MARK = f"mkdir -p {BEFORE} && touch {BEFORE}/mark; "
+# after it: every path whose status changed since the mark (ctime: set by any write, chmod,
+# rename or `touch -d`, never by a user to the past) packed with the manifest: the candidates
+# the change is taken from when they hold all of it (else carry_change packs the change)
+CANDIDATES = (
+    f"if [ -e {BEFORE}/mark ]; then "
+    f"find . -mindepth 1 \\( {_PRUNE} \\) -prune -o \\( -type f -o -type d -o -type l \\) "
+    f"-cnewer {BEFORE}/mark -printf '%P\\0' > {STAGE}/changed && "
+    f"tar -c -f {STAGE}/candidates.tar --hard-dereference --null --no-recursion "
+    f'-T {STAGE}/changed && [ "$(stat -c %s {STAGE}/candidates.tar)" -le '
+    f"{MAX_CHANGE_MB * 1024 * 1024} ] || rm -f {STAGE}/candidates.tar; fi; "
 )
 
 
 CLEAR_TMP = (
     'case "$(pwd -P)/" in /tmp/*) ;; *) find /tmp -mindepth 1 -maxdepth 1 '
-    "-exec rm -rf -- {} + 2>/dev/null;; esac; "
+    f"! -name {BEFORE.rsplit('/', 1)[1]} -exec rm -rf -- {{}} + 2>/dev/null;; esac; "
 )
 
 
@@ -128,9 +147,11 @@ async def take_manifest(sandbox: Sandbox, scratch: Path, *, after_agent: bool) -
 
     after_agent: a failure to read the tree is then the agent's doing (ChangeError); before
     the agent it is the task's image (a SandboxError naming the tools it needs)."""
-    script = MANIFEST_SCRIPT
     if after_agent:  # what it left in /tmp never travels: room for the manifest
-        script = CLEAR_TMP + script
+        packed = f" $([ -e {STAGE}/candidates.tar ] && echo candidates.tar)"
+        script = CLEAR_TMP + MANIFEST_SCRIPT + CANDIDATES + MANIFEST_TAR + packed
+    else:
+        script = MANIFEST_SCRIPT + MARK + MANIFEST_TAR
     run = await sandbox.exec(["sh", "-c", script], cwd=None)
     if run.exit_code != 0:
         why = f"exit {run.exit_code}: {run.stderr.strip()[-300:]!r}"
@@ -154,7 +175,13 @@ async def take_manifest(sandbox: Sandbox, scratch: Path, *, after_agent: bool) -
             if member is None:
                 raise SandboxError(f"fresh-sandbox verifier: manifest lacks {name!r}")
             parts[name] = member.read()
-    await sandbox.exec(["rm", "-rf", STAGE], cwd="/")
+        (local / CANDIDATES_TAR).unlink(missing_ok=True)
+        if after_agent and CANDIDATES_TAR in tar.getnames():
+            packed_member = tar.extractfile(CANDIDATES_TAR)
+            if packed_member is not None:
+                (local / CANDIDATES_TAR).write_bytes(packed_member.read())
+    if not after_agent:  # the agent's sandbox after it is only read from, then discarded
+        await sandbox.exec(["rm", "-rf", STAGE], cwd="/")
     return parse_manifest(parts["workdir"], parts["entries"], parts["hashes"])
 
 
@@ -207,54 +234,95 @@ def check_change_archive(archive: Path, change: Change) -> None:
                 )
 
 
+def _as_argv(paths: tuple[str, ...]) -> bool:
+    """Whether `paths` can go on a command line as they are: printable ASCII, none starting
+    with '-', ARGV_MAX_BYTES in all (else they travel as a NUL-separated list file)."""
+    size = sum(len(p) + 1 for p in paths)
+    return size <= ARGV_MAX_BYTES and all(
+        p.isascii() and p.isprintable() and not p.startswith("-") for p in paths
+    )
+
+
+def _nul_list(paths: tuple[str, ...]) -> bytes:
+    return b"".join(p.encode("utf-8", errors="surrogateescape") + b"\0" for p in paths)
+
+
+def _change_from(candidates: Path, change: Change, archive: Path) -> bool:
+    """Write the change's archive from the candidates packed with the after manifest when
+    they hold every changed path (checked as `_pack_change`'s); False: pack it instead (the
+    mark was gone, a path changed within its clock tick, or the candidates were too large)."""
+    if not candidates.is_file():
+        return False
+    try:
+        with tarfile.open(candidates) as packed:
+            members = {posixpath.normpath(m.name): m for m in packed.getmembers()}
+            if any(path not in members for path in change.copy):
+                return False
+            with tarfile.open(archive, "w") as out:
+                for path in change.copy:
+                    member = members[path]
+                    data = packed.extractfile(member) if member.isfile() else None
+                    out.addfile(member, data)
+    except (tarfile.TarError, OSError):
+        return False
+    check_change_archive(archive, change)
+    return True
+
+
+async def _pack_change(source: Sandbox, change: Change, scratch: Path) -> None:
+    """The changed paths as a tar in `source` (the agent's sandbox), downloaded and checked."""
+    limit = MAX_CHANGE_MB * 1024 * 1024
+    size_ok = f'[ "$(stat -c %s {CHANGE_TAR})" -le {limit} ]'
+    tar = f"tar -c -f {CHANGE_TAR} --hard-dereference --no-recursion"
+    if _as_argv(change.copy):  # one exec: the names on its command line
+        argv = ["sh", "-c", f'{tar} -- "$@" && {size_ok}', "sh", *change.copy]
+    else:
+        listing = scratch / "change.list"
+        listing.write_bytes(_nul_list(change.copy))
+        await source.upload(listing, CHANGE_LIST)
+        argv = ["sh", "-c", f"{tar} --null -T {CHANGE_LIST} && {size_ok}"]
+    run = await source.exec(argv, cwd=None)
+    if run.exit_code != 0:
+        raise ChangeError(
+            f"agent's change: expected its {len(change.copy)} changed paths readable and "
+            f"under {MAX_CHANGE_MB} MiB in all; found the archive failed or too large "
+            f"(exit {run.exit_code}: {run.stderr.strip()[-300:]!r}); scored 0"
+        )
+    await source.download(CHANGE_TAR, scratch / "change.tar")
+    check_change_archive(scratch / "change.tar", change)
+
+
 async def carry_change(
     source: Sandbox, target: Sandbox, change: Change, workdir: str, scratch: Path
 ) -> None:
     """Copy `change` from `source` (the agent's sandbox) into `target` (the fresh one) at
-    `workdir`: delete first, then unpack the checked archive with its modes."""
-    await target.exec(["mkdir", "-p", STAGE], cwd="/")  # Docker's upload needs the folder
-    if change.copy:
-        listing = scratch / "change.list"
-        listing.write_bytes(
-            b"".join(p.encode("utf-8", errors="surrogateescape") + b"\0" for p in change.copy)
-        )
-        await source.exec(["mkdir", "-p", STAGE], cwd="/")  # the manifest step removed it
-        await source.upload(listing, f"{STAGE}/change.list")
-        pack = (
-            f"tar -c -f {STAGE}/change.tar --hard-dereference --null --no-recursion "
-            f"-T {STAGE}/change.list && "
-            f'[ "$(stat -c %s {STAGE}/change.tar)" -le {MAX_CHANGE_MB * 1024 * 1024} ]'
-        )
-        run = await source.exec(["sh", "-c", pack], cwd=None)
-        if run.exit_code != 0:
-            raise ChangeError(
-                f"agent's change: expected its {len(change.copy)} changed paths readable and "
-                f"under {MAX_CHANGE_MB} MiB in all; found the archive failed or too large "
-                f"(exit {run.exit_code}: {run.stderr.strip()[-300:]!r}); scored 0"
-            )
-        try:
-            await source.download(f"{STAGE}/change.tar", scratch / "change.tar")
-            check_change_archive(scratch / "change.tar", change)
-            await target.upload(scratch / "change.tar", f"{STAGE}/change.tar")
-        except SandboxTransferError as exc:  # tar failed in a sandbox on the change itself
-            raise ChangeError(
-                f"agent's change: expected its archive to copy out of its sandbox and into the "
-                f"fresh one; found {exc} (a change too large for the sandbox's storage_mb, or "
-                "unreadable files); scored 0"
-            ) from exc
-    if change.delete:
+    `workdir`: delete first, then unpack the checked archive with its modes. Short, plain
+    path lists travel on the command line (fewer round trips: 4 in the common case)."""
+    steps, args = [], []
+    try:
+        if change.copy:
+            candidates = scratch / "after" / CANDIDATES_TAR
+            if not _change_from(candidates, change, scratch / "change.tar"):
+                await _pack_change(source, change, scratch)
+            await target.upload(scratch / "change.tar", CHANGE_TAR)
+    except SandboxTransferError as exc:  # tar failed in a sandbox on the change itself
+        raise ChangeError(
+            f"agent's change: expected its archive to copy out of its sandbox and into the "
+            f"fresh one; found {exc} (a change too large for the sandbox's storage_mb, or "
+            "unreadable files); scored 0"
+        ) from exc
+    if change.delete and _as_argv(change.delete):
+        steps.append('rm -rf -- "$@"')
+        args = list(change.delete)
+    elif change.delete:
         doomed = scratch / "delete.list"
-        doomed.write_bytes(
-            b"".join(p.encode("utf-8", errors="surrogateescape") + b"\0" for p in change.delete)
-        )
-        await target.upload(doomed, f"{STAGE}/delete.list")
-    steps = []
-    if change.delete:
-        steps.append(f"xargs -0 -r rm -rf -- < {STAGE}/delete.list")
+        doomed.write_bytes(_nul_list(change.delete))
+        await target.upload(doomed, DELETE_LIST)
+        steps.append(f"xargs -0 -r rm -rf -- < {DELETE_LIST}")
     if change.copy:
-        steps.append(f"tar -x -p -f {STAGE}/change.tar --no-same-owner")
-    steps.append(f"rm -rf {STAGE}")
-    run = await target.exec(["sh", "-c", " && ".join(steps)], cwd=workdir)
+        steps.append(f"tar -x -p -f {CHANGE_TAR} --no-same-owner")
+    steps.append(f"rm -f {CHANGE_TAR} {DELETE_LIST}")
+    run = await target.exec(["sh", "-c", " && ".join(steps), "sh", *args], cwd=workdir)
     if run.exit_code != 0:
         raise ChangeError(
             f"agent's change: expected it to unpack in the fresh sandbox's {workdir}; found "

@@ -285,6 +285,7 @@ def _serve_panels(
                     config=config,
                     attempts=attempts,
                     concurrency=concurrency,
+                    warm=spec.resources.warm_sandboxes,
                     traces_dir=live.traces_dir,
                     verifier_timeout_s=spec.agent.verifier_timeout_s,
                     make_sandbox=make_sandbox,

@@ -82,6 +82,7 @@ def rollout_batch(
                 config=config,
                 attempts=attempts,
                 concurrency=spec.resources.concurrency,
+                warm=spec.resources.warm_sandboxes,
                 traces_dir=live.traces_dir,
                 verifier_timeout_s=spec.agent.verifier_timeout_s,
                 make_sandbox=make_sandbox,

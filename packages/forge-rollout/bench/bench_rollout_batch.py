@@ -1,0 +1,149 @@
+"""A rollout batch against the limit its model time sets (issue 37, target 2).
+
+Real episodes: mini-swe-agent through Forge's gateway, local bubblewrap sandboxes, the fresh-
+sandbox verifier, over the 12 demo tasks x 2 attempts (24 episodes) at concurrency 8. The
+upstream is the scripted policy (`forge_rollout.scripted_upstream`) with a fixed model time per
+call (MODEL_S): each episode reads the repository twice, applies the task's fix, submits (4
+calls). Per episode, the time nothing Forge does can remove is its model time (calls x MODEL_S)
+plus its own commands' measured time (`exec_s` in the trial's agent metadata) plus its verifier
+run (result.json `verifier`). The batch's lower bound is max(the longest episode, the sum over
+episodes / concurrency); efficiency = bound / the batch's wall time. What is left is
+orchestration: sandbox starts, the change's manifests and carry, stops, the gateway, waiting.
+
+Measured twice in one run: with the warm queue (run_job's default: `concurrency` agent
+sandboxes started ahead, the verifier's sandbox started while the agent runs, stops after the
+verdict) and without it (`warm=0`), reported side by side with the mean time per stage.
+Target: `rollout_efficiency_c8` >= 0.85 (with the queue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from forge_rollout import (
+    AgentConfig,
+    GatewayConfig,
+    create_gateway_app,
+    resolve_tasks,
+    run_app_in_thread,
+    run_rollouts,
+    scripted_upstream,
+)
+
+CONCURRENCY = 8
+ATTEMPTS = 2
+MODEL_S = 0.5  # model time per call (a GPU's decode of one agent turn is seconds; stricter)
+EXPLORE = ("ls -la", "grep -rn 'def ' . | head -20")  # two reads before the fix, then submit
+TARGET = 0.85
+
+
+def _at(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
+
+
+def _span(result: dict[str, Any], phase: str) -> float:
+    times = result.get(phase) or {}
+    if not times.get("started_at") or not times.get("finished_at"):
+        return 0.0
+    return _at(times["finished_at"]) - _at(times["started_at"])
+
+
+def _batch(tasks: list[Any], tmp: Path, warm: int | None) -> dict[str, Any]:
+    """One batch of real episodes: its wall time, its bound, and per-stage means."""
+    solutions = {t.instruction().strip(): (t.path / "solution" / "solve.sh").read_text()
+                 for t in tasks}  # fmt: skip
+    upstream_app = scripted_upstream(solutions, explore=EXPLORE, latency_s=MODEL_S)
+    traces, job = tmp / "traces", tmp / "job"
+    with run_app_in_thread(upstream_app) as upstream:
+        gateway = GatewayConfig(upstream=upstream, traces_dir=traces, window=1_000_000, reserve=0)
+        with run_app_in_thread(create_gateway_app(gateway)) as url:
+            started = time.perf_counter()
+            summary = asyncio.run(
+                run_rollouts(
+                    tasks,
+                    job,
+                    endpoint=url,
+                    model="scripted",
+                    attempts=ATTEMPTS,
+                    config=AgentConfig(step_limit=8, temperature=1.0),
+                    traces_dir=traces,
+                    concurrency=CONCURRENCY,
+                    warm=warm,
+                )
+            )
+            wall = time.perf_counter() - started
+    if summary.errors or set(summary.rewards.values()) != {1.0}:
+        raise RuntimeError(
+            f"expected every scripted episode solved (reward 1, no error); found errors "
+            f"{summary.errors} and rewards {sorted(set(map(str, summary.rewards.values())))}"
+        )
+    results = [json.loads(p.read_text()) for p in job.glob("*/result.json")]
+    paths, stages = [], {k: [] for k in ("model", "exec", "verifier", "setup", "agent", "trial")}
+    for result in results:
+        meta = result["agent_result"]["metadata"]
+        model, own = meta["n_steps"] * MODEL_S, float(meta["exec_s"])
+        verifier = _span(result, "verifier")
+        paths.append(model + own + verifier)
+        for name, value in (
+            ("model", model),
+            ("exec", own),
+            ("verifier", verifier),
+            ("setup", _span(result, "environment_setup")),
+            ("agent", _span(result, "agent_execution")),
+            ("trial", _at(result["finished_at"]) - _at(result["started_at"])),
+        ):
+            stages[name].append(value)  # fmt: skip
+    bound = max(max(paths), sum(paths) / CONCURRENCY)
+    starts = sorted({r["sandbox_starts"].get("agent", "?").split(":")[0] for r in results})
+    return {
+        "episodes": len(results),
+        "wall_s": round(wall, 3),
+        "bound_s": round(bound, 3),
+        "efficiency": round(bound / wall, 3),
+        "agent_sandbox_starts": starts,
+        "mean_s": {name: round(statistics.fmean(v), 3) for name, v in stages.items()},
+    }
+
+
+def run() -> dict[str, Any]:
+    tasks = resolve_tasks("demo")
+    with tempfile.TemporaryDirectory(prefix="forge-bench-rollout-") as tmp:
+        (Path(tmp) / "warm").mkdir()
+        (Path(tmp) / "cold").mkdir()
+        warm = _batch(tasks, Path(tmp) / "warm", None)
+        cold = _batch(tasks, Path(tmp) / "cold", 0)
+    return {
+        "rollout_batch": {
+            "concurrency": CONCURRENCY,
+            "model_s_per_call": MODEL_S,
+            "calls_per_episode": 2 + len(EXPLORE),
+            "warm_queue": warm,
+            "no_warm_queue": cold,
+        },
+        "summary": (
+            f"rollout batch c{CONCURRENCY}, {warm['episodes']} episodes, {MODEL_S} s per call: "
+            f"efficiency {warm['efficiency']} with the warm queue (wall {warm['wall_s']} s, "
+            f"bound {warm['bound_s']} s), {cold['efficiency']} without it"
+        ),
+        "targets": [  # judged by tools/bench.py
+            {
+                "name": f"rollout_efficiency_c{CONCURRENCY}",
+                "measured": warm["efficiency"],
+                "op": ">=",
+                "threshold": TARGET,
+                "unit": "x",
+                "note": f"without the warm queue: {cold['efficiency']}",
+            },
+        ],
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))
