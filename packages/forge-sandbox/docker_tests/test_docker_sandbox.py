@@ -138,6 +138,26 @@ def test_a_dead_container_is_a_typed_error(backend: DockerBackend, api) -> None:
     run(main())
 
 
+def test_check_alive_passes_a_running_container_and_names_a_dead_or_stopped_one(
+    backend: DockerBackend, api
+) -> None:
+    """What the warm queue asks before it hands a started container to its trial."""
+
+    async def main() -> None:
+        sandbox = backend(SPEC)
+        with pytest.raises(SandboxStateError, match="call start"):
+            await sandbox.check_alive()  # never started
+        async with sandbox:
+            await sandbox.check_alive()  # running: no error
+            api.kill(sandbox.name)  # it died while it waited
+            with pytest.raises(ContainerDiedError, match="expected it running for use"):
+                await sandbox.check_alive()
+        with pytest.raises(SandboxStateError):
+            await sandbox.check_alive()  # stopped
+
+    run(main())
+
+
 def test_labels_and_gc_find_a_crashed_run_and_nothing_after(backend: DockerBackend) -> None:
     async def main() -> None:
         sandbox = backend(SPEC)

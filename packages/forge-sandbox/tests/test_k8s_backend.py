@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("kubernetes", reason="install forge-sandbox[kubernetes]")
 pytest.importorskip("aiohttp", reason="install forge-sandbox[kubernetes]")
 
-from forge_sandbox import SandboxPathError, SandboxSpec, load_task, run_job
+from forge_sandbox import SandboxPathError, SandboxSpec, load_task, run_job, trial_name_for
 from forge_sandbox.kubernetes import (
     ExecProtocolError,
     ExecStreamLostError,
@@ -291,6 +291,35 @@ def test_oracle_job_through_kubernetes_scores_and_records(
     assert json.loads((trial / "result.json").read_text())["exception_info"] is None
     created = server.cluster.created[-1]
     assert created.startswith("forge-fix-add-") and len(created) <= 63
+
+
+def test_a_warm_pod_evicted_while_it_waits_is_replaced_never_used(
+    backend: KubernetesBackend, tmp_path: Path, server: FakeApiServer
+) -> None:
+    task = load_task(FIXTURES / "fix-add")
+    victim = trial_name_for(task.name, 1)  # the second attempt's pod waits in the warm queue
+
+    def make(sandbox_spec: SandboxSpec):
+        box = backend(sandbox_spec)
+        if sandbox_spec.trial_name == victim:
+            real = box.check_alive
+
+            async def evicted_then_checked() -> None:
+                server.evict(box.pod_name)
+                await real()
+
+            box.check_alive = evicted_then_checked  # type: ignore[method-assign]
+        return box
+
+    job = tmp_path / "job"
+    summary = run(run_job([task], job, "oracle", attempts=2, concurrency=1, warm=1,
+                          make_sandbox=make))  # fmt: skip
+    assert summary.rewards == {"fix-add#0": 1.0, "fix-add#1": 1.0} and summary.errors == {}
+    starts = json.loads((job / victim / "result.json").read_text())["sandbox_starts"]
+    assert starts["agent"].startswith("replaced: PodEvictedError") and "Evicted" in starts["agent"]
+    assert starts["verifier"] == "prestarted"
+    first = json.loads((job / trial_name_for(task.name, 0) / "result.json").read_text())
+    assert first["sandbox_starts"] == {"agent": "warm", "verifier": "prestarted"}
 
 
 def test_canary_secrets_never_reach_logs_run_folders_or_traces(

@@ -24,6 +24,7 @@ infrastructure error (no reward). Every JSON file is written atomically and carr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
 import traceback
 import uuid
@@ -390,7 +391,9 @@ async def _take_prepared(
             await ready.sandbox.check_alive()
         except SandboxError as exc:
             state.starts["agent"] = f"replaced: {type(exc).__name__}: {exc}"[:500]
-            ready.begin_stop()
+            # gone before its replacement starts (a pod's name is the trial's); a failed stop
+            # is raised with the trial's other stops
+            await asyncio.wait([asyncio.ensure_future(ready.discard())])
         else:
             state.starts["agent"] = "warm"
             return ready
@@ -425,6 +428,8 @@ async def _fresh_alive(
         await fresh.check_alive()
     except SandboxError as exc:
         state.starts["verifier"] = f"replaced: {type(exc).__name__}: {exc}"[:500]
+        with contextlib.suppress(Exception):  # stopped again, and raised, after the verdict
+            await fresh.stop()
         return await _start_fresh(task, trial_name, make_sandbox)
     state.starts["verifier"] = "prestarted"
     return fresh

@@ -222,6 +222,19 @@ class FakeApiServer:
         }
         return KubernetesConfig(**{**defaults, **fields})
 
+    def evict(self, name: str, namespace: str = "forge-sandbox") -> None:
+        """Evict pod `name` now (as node pressure does): phase Failed, reason Evicted, its
+        sandbox stopped; the pod object stays until deleted."""
+
+        async def evict() -> None:
+            pod = self.cluster.pods[(namespace, name)]
+            pod["status"].update(
+                phase="Failed", reason="Evicted", message="The node was low on resource: memory."
+            )
+            await self._retire(namespace, name)
+
+        asyncio.run_coroutine_threadsafe(evict(), self._loop).result(timeout=30)
+
     def live_pods(self, selector: str | None = None) -> list[str]:
         return [
             n
