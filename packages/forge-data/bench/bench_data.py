@@ -2,17 +2,18 @@
 
 `run()` returns a JSON-serialisable dict for `nox -s bench`::
 
-    {"freeze_60k": {"seconds": 2.1, "target_seconds": 5.0, "meets_target": true,
-                    "candidates": 60000, "repositories": 3000, "reference_seconds": 0.9,
-                    "ratio": 2.3, ...},
-     "targets": [{"name": "freeze_60k_seconds", "measured": 2.1, "op": "<", "threshold": 5.0,
-                  "unit": "s"}]}
+    {"freeze_60k": {"seconds": 2.1, "candidates": 60000, "repositories": 3000,
+                    "reference_seconds": 0.9, "ratio": 2.3, ...},
+     "targets": [{"name": "freeze_60k_over_read_sort", "measured": 2.3, "op": "<=",
+                  "threshold": 5.0, "unit": "x"}]}
 
 `seconds` covers the whole freeze: the oracle filter (90% accepted), per-repository caps,
 repository-isolated assignment, the manifest with its semantic hash, and writing the folder
 (manifest + one JSONL per split, atomically). The reference, measured in the same process, is
 the least any freeze must do: read the 60,000 candidate records back from JSONL and sort them
-by id; `ratio = seconds / reference_seconds` makes the number comparable across machines.
+by id; the target is `ratio = seconds / reference_seconds` <= TARGET_RATIO (issue 37: no
+absolute time is judged on a shared machine; the seconds are reported beside it; the old
+"< 5 s" was 6.7x this machine's reference).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import forge_data as fd
 
 CANDIDATES = 60_000
 REPOSITORIES = 3_000
-TARGET_SECONDS = 5.0
+TARGET_RATIO = 5.0
 SPEC = fd.FreezeSpec(
     name="bench-60k",
     targets=fd.SplitTargets(train=28_000, validation=6_000, test=6_000),
@@ -99,8 +100,6 @@ def run() -> dict:
     return {
         "freeze_60k": {
             "seconds": round(seconds, 3),
-            "target_seconds": TARGET_SECONDS,
-            "meets_target": seconds < TARGET_SECONDS,
             "candidates": len(loaded),
             "repositories": REPOSITORIES,
             "frozen_tasks": sum(manifest.counts.values()),
@@ -113,11 +112,12 @@ def run() -> dict:
         },
         "targets": [  # judged by tools/bench.py
             {
-                "name": "freeze_60k_seconds",
-                "measured": round(seconds, 3),
-                "op": "<",
-                "threshold": TARGET_SECONDS,
-                "unit": "s",
+                "name": "freeze_60k_over_read_sort",
+                "measured": round(seconds / reference, 2),
+                "op": "<=",
+                "threshold": TARGET_RATIO,
+                "unit": "x",
+                "note": f"{seconds:.2f} s against {reference:.2f} s to read and sort the input",
             },
         ],
     }

@@ -1,8 +1,10 @@
 """`ppo_smoke` as a benchmark: wall time and peak memory of the whole main job, and the train
 step's tokens/s. Reference (same process, same machine state): importing the stack (`python -c
 "import forge_ppo.recipes.train._train, torch, transformers, peft"`), so the ratio says how much
-of the wall time is the job itself. Target: the smoke under 180 s here (issues 9 and 18),
-with its cached assets in place: the tiny model and the demo policy are made once per cache
+of the wall time is the job itself. Target: `ppo_smoke_over_imports` <= TARGET_RATIO (the
+smoke at most that many times its own imports; issue 37 retired the absolute "< 180 s" of
+issues 9 and 18, 18x this machine's imports; the seconds are reported beside it), with its
+cached assets in place: the tiny model and the demo policy are made once per cache
 (`forge-ppo sft`: the shipped demo policy installed when its key matches, else ~5 min of
 build here), like a download, so that one-time step is made and timed first and reported
 beside the target, never inside it (`bench_first_smoke` times the cold path). A clean clone
@@ -21,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-TARGET_S = 180.0
+TARGET_RATIO = 4.0
 
 
 def _child(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
@@ -82,8 +84,6 @@ def run() -> dict:
             "ppo_smoke": {
                 "wall_seconds": round(wall, 2),
                 "peak_rss_mib": round(peak, 1),
-                "target_seconds": TARGET_S,
-                "meets_target": wall < TARGET_S,
                 "reference_import_seconds": round(ref_wall, 2),
                 "ratio_to_reference": round(wall / ref_wall, 2),
                 "train_step": tokens_per_s,
@@ -93,14 +93,15 @@ def run() -> dict:
             },
             "targets": [  # judged by tools/bench.py
                 {
-                    "name": "ppo_smoke_wall_seconds",
-                    "measured": round(wall, 2),
-                    "op": "<",
-                    "threshold": TARGET_S,
-                    "unit": "s",
+                    "name": "ppo_smoke_over_imports",
+                    "measured": round(wall / ref_wall, 2),
+                    "op": "<=",
+                    "threshold": TARGET_RATIO,
+                    "unit": "x",
                     "note": (
-                        f"cached assets {how} first in {prepare_wall:.0f} s (the demo "
-                        "policy, once per cache), not counted"
+                        f"{wall:.1f} s against {ref_wall:.1f} s of imports; cached assets "
+                        f"{how} first in {prepare_wall:.0f} s (the demo policy, once per "
+                        "cache), not counted"
                     ),
                 },
             ],
