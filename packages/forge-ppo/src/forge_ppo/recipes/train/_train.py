@@ -211,16 +211,20 @@ def _update(run: Run, step: int) -> None:
         for k, ids in enumerate(rounds(plan.batches[step - 1]))
     ]
     check_alive(run.live, run.run_dir, step)  # a server that died mid-rollout: no update
+    laps = {"timing_s/step/rollout": time.perf_counter() - started}
     mask_truncated = spec.ppo.mask_truncated if spec.ppo is not None else False
     rows, rollout_metrics, episodes = _rows_and_metrics(job_dirs, mask_truncated=mask_truncated)
+    laps["timing_s/step/rows"] = time.perf_counter() - started - sum(laps.values())
     # 8. the update: fail closed without a valid trajectory; per-task rollout metrics from the
     #    episodes themselves (timeouts, infra errors), never re-derived from the rows (a row
     #    exists only for an episode that had a reward); then its budgets and finite metrics
     check_rows(spec, run.run_dir, step, rows, rollout_metrics)
     result = trainer.update(rows, step, episodes=episodes)
+    laps["timing_s/step/update"] = time.perf_counter() - started - sum(laps.values())
     metrics = {
         **rollout_metrics,
         **result.metrics,
+        **laps,
         "timing/step_s": time.perf_counter() - started,
     }
     entry = {
@@ -240,8 +244,10 @@ def _update(run: Run, step: int) -> None:
     )
     check_update(spec, trainer.budgets, run.run_dir, entry, metrics)
     # 9. the new adapter on the server, proven by its fingerprint served back
+    published = time.perf_counter()
     trainer.export_adapter(run.served)
     run.live.push_adapter(run.served, step)
+    metrics["timing_s/step/publish"] = time.perf_counter() - published  # after timing/step_s
     run.log.metrics(step, metrics)
     print(run.log.train_line(step, plan.total_steps, metrics), file=sys.stderr, flush=True)
     # 10. validation and checkpoints on schedule; epoch coverage as each epoch ends
