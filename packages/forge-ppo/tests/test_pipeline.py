@@ -91,6 +91,11 @@ def test_reduced_smoke_then_p0(tmp_path: Path, cache_dir: Path, capsys) -> None:
     ):
         assert key in names, key
     assert any(n.startswith("train/task/statkit-median-even/rollout/") for n in names)
+    # where the step's time went: the stages add up to the step (the publish comes after it)
+    last = metrics[-1]["metrics"]
+    stages = [last[f"timing_s/step/{s}"] for s in ("rollout", "rows", "update")]
+    assert all(t > 0 for t in stages) and last["timing_s/step/publish"] > 0
+    assert sum(stages) == pytest.approx(last["timing/step_s"], rel=0.05)
     # per-task rollout metrics are the episodes' own (timeouts, errors), not re-derived from rows
     from forge_ppo import task_rollout_metrics
     from forge_ppo.recipes.train._rollouts import episode_outcomes
