@@ -121,8 +121,9 @@ def test_short_plain_path_lists_go_on_the_command_line_others_in_a_file() -> Non
     [(False, False, 0), (True, False, 0), (False, True, 1), (True, True, 1)],
     ids=["candidates", "candidates-odd-names", "packed-argv", "packed-list-files"],
 )
+@pytest.mark.parametrize("printed", [True, False], ids=["printed", "downloaded"])
 def test_the_change_travels_sources_and_modes_not_bytecode_git_or_tmp(
-    tmp_path: Path, monkeypatch, odd: bool, wipe: bool, packed: int
+    tmp_path: Path, monkeypatch, odd: bool, wipe: bool, packed: int, printed: bool
 ) -> None:
     """The change comes from the candidates packed with the after manifest (paths whose
     status changed since the mark), or, when the agent wiped /tmp (the mark with it), is
@@ -135,6 +136,14 @@ def test_the_change_travels_sources_and_modes_not_bytecode_git_or_tmp(
         await real_pack(*args)
 
     monkeypatch.setattr(_transfer, "_pack_change", pack)
+    fetched = []  # manifests too large to print (here: a 1 KiB output cap) are downloaded
+    real_download = LocalSandbox.download
+
+    async def download(self, source, local):
+        fetched.append(source)
+        await real_download(self, source, local)
+
+    monkeypatch.setattr(LocalSandbox, "download", download)
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
     (repo / "pkg" / "mod.py").write_text("x = 1\n")
@@ -154,7 +163,7 @@ def test_the_change_travels_sources_and_modes_not_bytecode_git_or_tmp(
     agent += " && rm -rf /tmp/.forge-before" if wipe else ""
 
     async def go() -> tuple[Manifest, Manifest, str, str]:
-        spec = SandboxSpec(workspace=repo)
+        spec = SandboxSpec(workspace=repo, max_output_bytes=8 * 1024**2 if printed else 1024)
         async with LocalSandbox(spec) as box, LocalSandbox(spec) as fresh:
             before = await take_manifest(box, tmp_path, after_agent=False)
             assert (await box.exec(["sh", "-c", agent])).exit_code == 0
@@ -175,6 +184,8 @@ def test_the_change_travels_sources_and_modes_not_bytecode_git_or_tmp(
     assert "__pycache__" not in leftovers and "reward.txt" not in leftovers
     assert ".forge-transfer" not in leftovers and ".forge-change" not in leftovers
     assert len(calls) == packed
+    manifests = [f for f in fetched if f.endswith("manifest.tar")]
+    assert len(manifests) == (0 if printed else 3)  # before, after, the check of the result
     if odd:
         assert "pkg/café -x.py" in carried.entries and "-gone dash.py" not in carried.entries
 

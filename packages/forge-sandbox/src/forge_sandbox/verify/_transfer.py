@@ -15,8 +15,9 @@ its sha256 (files) or target (links); `.git`, bytecode (`__pycache__`, `*.pyc`) 
 are left out, so they never travel: a planted `.pyc` next to unchanged sources stays behind, and
 the repository's history in the verifier is the task's own. The change travels as a tar that is
 checked on the host (only the listed paths, files / folders / links inside the tree) before it
-is unpacked in the fresh sandbox, modes kept. It needs GNU find, sha256sum, xargs and tar in the
-image (every Debian / Ubuntu base has them).
+is unpacked in the fresh sandbox, modes kept. It needs GNU find, sha256sum, base64, xargs and
+tar in the image (every Debian / Ubuntu base has them). A manifest that fits the exec's output
+is printed (base64) by the command that takes it; a larger one is downloaded.
 
 `ChangeError` marks what the agent's own actions caused (its tree unreadable, a change too large
 or refused): the trial scores 0 for it. Anything the backend raises stays infrastructure.
@@ -24,6 +25,7 @@ or refused): the trial scores 0 for it. Anything the backend raises stays infras
 
 from __future__ import annotations
 
+import base64
 import posixpath
 import shlex
 import tarfile
@@ -60,6 +62,12 @@ MANIFEST_SCRIPT = (
     f"{_FIND} -type f -print0 | xargs -0 -r sha256sum -b -z -- > {STAGE}/hashes; "
 )
 MANIFEST_TAR = f"tar -c -f {STAGE}/manifest.tar -C {STAGE} workdir entries hashes"
+# printed when it fits the exec's output (one command, no download: most trees); `{then}`:
+# what follows a print (the before manifest's stage goes in the same command)
+PRINT = (
+    f'; if [ "$(stat -c %s {STAGE}/manifest.tar)" -le {{fits}} ]; then '
+    f"base64 -w 0 {STAGE}/manifest.tar{{then}}; fi"
+)
 # before the agent: a mark of the time, kept outside the stage (never travels)
 MARK = f"mkdir -p {BEFORE} && touch {BEFORE}/mark; "
 # after it: every path whose status changed since the mark (ctime: set by any write, chmod,
@@ -122,6 +130,15 @@ def _fields(raw: bytes) -> list[str]:
     return raw.decode("utf-8", errors="surrogateescape").split("\0")
 
 
+def _decoded(printed: str) -> bytes | None:
+    """The manifest tar the command printed in base64; None when it printed none."""
+    try:
+        data = base64.b64decode(printed.strip(), validate=True)
+    except ValueError:
+        return None
+    return data or None
+
+
 def parse_manifest(workdir: bytes, entries: bytes, hashes: bytes) -> Manifest:
     """A manifest from the script's three files (NUL-separated; see MANIFEST_SCRIPT)."""
     digests: dict[str, str] = {}
@@ -147,11 +164,14 @@ async def take_manifest(sandbox: Sandbox, scratch: Path, *, after_agent: bool) -
 
     after_agent: a failure to read the tree is then the agent's doing (ChangeError); before
     the agent it is the task's image (a SandboxError naming the tools it needs)."""
+    fits = sandbox.spec.max_output_bytes * 3 // 4 - 4096  # base64 is 4/3 of the bytes
     if after_agent:  # what it left in /tmp never travels: room for the manifest
         packed = f" $([ -e {STAGE}/candidates.tar ] && echo candidates.tar)"
-        script = CLEAR_TMP + MANIFEST_SCRIPT + CANDIDATES + MANIFEST_TAR + packed
-    else:
-        script = MANIFEST_SCRIPT + MARK + MANIFEST_TAR
+        printed = PRINT.format(fits=fits, then="")
+        script = CLEAR_TMP + MANIFEST_SCRIPT + CANDIDATES + MANIFEST_TAR + packed + printed
+    else:  # printed, its stage is removed in the same command
+        printed = PRINT.format(fits=fits, then=f" && rm -rf {STAGE}")
+        script = MANIFEST_SCRIPT + MARK + MANIFEST_TAR + printed
     run = await sandbox.exec(["sh", "-c", script], cwd=None)
     if run.exit_code != 0:
         why = f"exit {run.exit_code}: {run.stderr.strip()[-300:]!r}"
@@ -162,12 +182,17 @@ async def take_manifest(sandbox: Sandbox, scratch: Path, *, after_agent: bool) -
                 "made unreadable, or a full /tmp; scored 0"
             )
         raise SandboxError(
-            "fresh-sandbox verifier: expected GNU find, sha256sum, xargs and tar in the task's "
-            f"environment to list its working tree; found the manifest failed ({why}); fix: "
-            "install coreutils, findutils and tar in the image"
+            "fresh-sandbox verifier: expected GNU find, sha256sum, xargs, tar and base64 in "
+            f"the task's environment to list its working tree; found the manifest failed "
+            f"({why}); fix: install coreutils, findutils and tar in the image"
         )
     local = scratch / ("after" if after_agent else "before")
-    await sandbox.download(f"{STAGE}/manifest.tar", local / "manifest.tar")
+    local.mkdir(parents=True, exist_ok=True)
+    tar_bytes = None if run.output_truncated else _decoded(run.stdout)
+    if tar_bytes is not None:
+        (local / "manifest.tar").write_bytes(tar_bytes)
+    else:  # too large to print (past max_output_bytes): fetched as a file
+        await sandbox.download(f"{STAGE}/manifest.tar", local / "manifest.tar")
     with tarfile.open(local / "manifest.tar") as tar:
         parts = {}
         for name in ("workdir", "entries", "hashes"):
@@ -180,7 +205,7 @@ async def take_manifest(sandbox: Sandbox, scratch: Path, *, after_agent: bool) -
             packed_member = tar.extractfile(CANDIDATES_TAR)
             if packed_member is not None:
                 (local / CANDIDATES_TAR).write_bytes(packed_member.read())
-    if not after_agent:  # the agent's sandbox after it is only read from, then discarded
+    if tar_bytes is None and not after_agent:
         await sandbox.exec(["rm", "-rf", STAGE], cwd="/")
     return parse_manifest(parts["workdir"], parts["entries"], parts["hashes"])
 
