@@ -228,15 +228,19 @@ def test_cancel_stops_every_sandbox(tmp_path: Path, gateway_at) -> None:
                         concurrency=2,
                     )
                 )
-                # wait until both agents' first model calls hang in the upstream (sandboxes up),
-                # then cancel at once: the gateway gives up on the upstream 5 s after a call
+                # wait until both agents' first model calls hang in the upstream and their
+                # sandboxes are up, then cancel at once: the gateway gives up on the upstream 5 s after a call
                 # came (a 504 that ends the trial), so the cancel must come well before that
                 # (polling ps for the sandboxes instead once took over 5 s under .ci/run's load)
                 deadline = time.monotonic() + 60
                 while len(waiting) < 2 and time.monotonic() < deadline:
                     await asyncio.sleep(0.02)
                 assert len(waiting) >= 2, f"expected 2 hanging model calls; found {len(waiting)}"
-                before.extend(_uid_processes())
+                # the first model call runs while the sandboxes start: wait for them (briefly)
+                deadline = time.monotonic() + 3
+                while not before and time.monotonic() < deadline:
+                    before.extend(_uid_processes())
+                    await asyncio.sleep(0.05)
                 assert before, "expected running sandboxes before the interrupt"
                 run.cancel()
                 with pytest.raises(asyncio.CancelledError):

@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import signal
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,60 @@ def test_a_stop_that_fails_fails_the_job_after_the_verdicts(tmp_path: Path, make
 def test_warm_below_zero_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="warm >= 0"):
         asyncio.run(run_job([], tmp_path / "job", "oracle", warm=-1))
+
+
+class SlowAgent:
+    """A TrialAgent whose first step is a model call (no sandbox), then one command."""
+
+    name, version = "slow-agent", "1"
+
+    def __init__(self) -> None:
+        self.began: list[float] = []
+        self.ran: list[float] = []
+
+    async def run(self, sandbox, task, trial_dir):
+        from forge_sandbox import AgentReport
+
+        self.began.append(time.time())
+        await asyncio.sleep(0.3)  # the model's first answer
+        result = await sandbox.exec(SOLVED)
+        self.ran.append(time.time())
+        assert result.exit_code == 0
+        return AgentReport()
+
+
+@pytest.mark.usefixtures("isolation")
+def test_a_cold_sandbox_starts_while_the_agents_first_model_call_runs(
+    tmp_path: Path, make_task
+) -> None:
+    tasks = _tasks(make_task, 1)
+
+    class Slow(LocalSandbox):
+        async def start(self) -> None:
+            await asyncio.sleep(0.6)
+            await super().start()
+
+    agent = SlowAgent()
+    summary = asyncio.run(run_job(tasks, tmp_path / "job", agent, warm=0, make_sandbox=Slow))
+    assert summary.rewards == {"t0": 1.0}
+    (result,) = _results(tmp_path / "job").values()
+    setup_done = _at(result["environment_setup"]["finished_at"])
+    assert agent.began[0] < setup_done < agent.ran[0]  # overlapped, and no command before it
+
+
+@pytest.mark.usefixtures("isolation")
+@pytest.mark.parametrize("error", [SandboxError, SandboxStateError])
+def test_a_sandbox_that_cannot_be_had_is_infrastructure_even_mid_agent(
+    tmp_path: Path, make_task, error
+) -> None:
+    tasks = _tasks(make_task, 1)
+
+    class Broken(LocalSandbox):
+        async def start(self) -> None:
+            await asyncio.sleep(0.5)  # the agent is in its first model call
+            raise error("start: the backend refused (test)")
+
+    summary = asyncio.run(run_job(tasks, tmp_path / "job", SlowAgent(), warm=0,
+                                  make_sandbox=Broken))  # fmt: skip
+    assert summary.rewards == {"t0": None}  # never scored: not the agent's doing
+    assert summary.errors == {"t0": error.__name__}

@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import tempfile
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,7 +49,7 @@ from forge_sandbox._errors import (
     VerifierError,
 )
 from forge_sandbox._protocol import Sandbox, SandboxFactory
-from forge_sandbox._spec import KillReport, SandboxSpec
+from forge_sandbox._spec import ExecResult, KillReport, SandboxSpec
 from forge_sandbox._task import HarborTask, task_checksum
 from forge_sandbox.local import SandboxInitChangedError
 from forge_sandbox.local._sandbox import LocalSandbox
@@ -443,6 +444,58 @@ async def _stop_started(starting: asyncio.Task[Sandbox]) -> None:
         await starting.result().stop()
 
 
+class _PendingSandbox:
+    """The trial's agent sandbox while it is still being had (started, listed, checked): the
+    agent starts at once, since its first model call needs no sandbox, and its first sandbox
+    call waits for it. No command runs before the tree is listed."""
+
+    def __init__(self, getting: asyncio.Future[Prepared], spec: SandboxSpec) -> None:
+        self._getting = getting
+        self.spec = spec
+
+    async def _box(self) -> Sandbox:
+        return (await asyncio.shield(self._getting)).sandbox
+
+    async def exec(
+        self,
+        command: str | Sequence[str],
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+    ) -> ExecResult:
+        return await (await self._box()).exec(command, cwd=cwd, env=env, timeout_s=timeout_s)
+
+    async def upload(self, local_path: str | os.PathLike[str], sandbox_path: str) -> None:
+        await (await self._box()).upload(local_path, sandbox_path)
+
+    async def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
+        await (await self._box()).download(sandbox_path, local_path)
+
+    async def kill_processes(self) -> KillReport:
+        return await (await self._box()).kill_processes()
+
+    async def check_alive(self) -> None:
+        await (await self._box()).check_alive()
+
+    async def start(self) -> None:
+        await self._box()
+
+    async def stop(self) -> None:  # the trial stops the real one (state.later)
+        return None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+async def _settled(future: asyncio.Future[Any]) -> None:
+    """Wait for `future` to end, whatever its outcome (read elsewhere)."""
+    await asyncio.wait([future])
+
+
 async def _run_in_sandbox(
     task: HarborTask,
     agent: AgentName | TrialAgent,
@@ -452,35 +505,45 @@ async def _run_in_sandbox(
     state: _TrialState,
     prepared: Awaitable[Prepared] | None,
 ) -> None:
-    """A trial's sandboxes: the agent's (started ahead when `prepared` is given), and a fresh
-    one for the verifier, started while the agent runs; each is stopped (in `state.later`)."""
-    # 1. the agent's sandbox with the task's workspace and the manifest of its tree
+    """A trial's sandboxes: the agent's (started ahead when `prepared` is given, else now,
+    while the agent's first model call runs), and a fresh one for the verifier, started now
+    too; each is stopped (in `state.later`) after the verdict."""
+    # 1. the agent's sandbox with the task's workspace and the manifest of its tree (being
+    #    had while the agent starts), and the verifier's fresh sandbox, checked alive at use
     state.times["environment_setup"] = {"started_at": _now(), "finished_at": None}
-    ready = await _take_prepared(task, trial_dir.name, make_sandbox, prepared, state)
-    agent_box, before, scratch = ready.sandbox, ready.before, Path(ready.scratch.name)
-    state.times["environment_setup"] = dict(ready.setup)
-    # the verifier's fresh sandbox starts now, off the critical path; checked alive at use
+    getting = asyncio.ensure_future(
+        _take_prepared(task, trial_dir.name, make_sandbox, prepared, state)
+    )
+    state.later.append(_settled(getting))  # its sandbox joins `later` once it has one
     starting = asyncio.ensure_future(_start_fresh(task, trial_dir.name, make_sandbox))
     state.later.append(_stop_started(starting))
+    pending = _PendingSandbox(getting, task.sandbox_spec(trial_name=trial_dir.name))
     try:
         # 2. the agent (a timeout is recorded, and the verifier still runs, as in Harbor)
-        await _run_agent_step(agent_box, task, agent, trial_dir, state)
+        await _run_agent_step(pending, task, agent, trial_dir, state)
+        ready = await getting  # a failure to have it is infrastructure, raised here
         # 3. nothing the agent started runs on; a limit it hit is its own outcome; the
         #    sandbox's own processes are as start() left them (local backend)
-        await _kill_agent_processes(agent_box, state)
-        if isinstance(agent_box, LocalSandbox):
-            await agent_box.check_init()
+        await _kill_agent_processes(ready.sandbox, state)
+        if isinstance(ready.sandbox, LocalSandbox):
+            await ready.sandbox.check_init()
     except (SandboxStateError, SandboxInitChangedError) as exc:
+        if not (getting.done() and not getting.cancelled() and getting.exception() is None):
+            raise  # the sandbox was never had: infrastructure, not the agent's doing
         # its sandbox died under its own commands, or they reached its init
         state.times["agent_execution"]["finished_at"] = _now()
         _agent_caused(state, exc)
         return
+    finally:
+        if getting.done() and not getting.cancelled() and getting.exception() is None:
+            state.times["environment_setup"] = dict(getting.result().setup)
     # 4. the fresh sandbox receives the agent's change only; the agent's sandbox, every
     #    process of it killed, is removed while the verifier runs in the other one
     fresh = await _fresh_alive(starting, task, trial_dir.name, make_sandbox, state)
     if fresh is not starting.result():
         state.later.append(fresh.stop())
-    carried = await _carry(agent_box, fresh, before, scratch, trial_dir, state)
+    scratch = Path(ready.scratch.name)
+    carried = await _carry(ready.sandbox, fresh, ready.before, scratch, trial_dir, state)
     ready.begin_stop()
     # 5. the verifier, in the fresh sandbox
     if carried:
@@ -579,9 +642,13 @@ async def run_trial(
 
 
 async def _stop_all(stops: list[Coroutine[Any, Any, None]]) -> None:
-    """Run every stop (each even when another fails); raise the first failure after all."""
-    results = await asyncio.gather(*stops, return_exceptions=True)
-    stops.clear()
-    for outcome in results:
-        if isinstance(outcome, BaseException):
-            raise outcome
+    """Run every stop (each even when another fails; one that adds stops, as a sandbox still
+    being had does, has them run too); raise the first failure after all."""
+    failures: list[BaseException] = []
+    while stops:
+        batch = list(stops)
+        stops.clear()
+        results = await asyncio.gather(*batch, return_exceptions=True)
+        failures += [r for r in results if isinstance(r, BaseException)]
+    if failures:
+        raise failures[0]
