@@ -5,7 +5,8 @@ sandbox verifier, over the 12 demo tasks x 2 attempts (24 episodes) at concurren
 upstream is the scripted policy (`forge_rollout.scripted_upstream`) with a fixed model time per
 call (MODEL_S): each episode reads the repository twice, applies the task's fix, submits (4
 calls). Per episode, the time nothing Forge does can remove is its model time (calls x MODEL_S)
-plus its own commands' measured time (`exec_s` in the trial's agent metadata) plus its verifier
+plus its own commands' measured time (`exec_s` in the trial's agent metadata, less the time
+its first command waited for the sandbox: `sandbox_starts.agent_waited_s`) plus its verifier
 run (result.json `verifier`). The batch's lower bound is max(the longest episode, the sum over
 episodes / concurrency); efficiency = bound / the batch's wall time. What is left is
 orchestration: sandbox starts, the change's manifests and carry, stops, the gateway, waiting.
@@ -88,7 +89,9 @@ def _batch(tasks: list[Any], tmp: Path, warm: int | None) -> dict[str, Any]:
     paths, stages = [], {k: [] for k in ("model", "exec", "verifier", "setup", "agent", "trial")}
     for result in results:
         meta = result["agent_result"]["metadata"]
-        model, own = meta["n_steps"] * MODEL_S, float(meta["exec_s"])
+        # its commands' time, less what their first call waited for the sandbox to be had
+        waited = float(result["sandbox_starts"].get("agent_waited_s", 0.0))
+        model, own = meta["n_steps"] * MODEL_S, float(meta["exec_s"]) - waited
         verifier = _span(result, "verifier")
         paths.append(model + own + verifier)
         for name, value in (

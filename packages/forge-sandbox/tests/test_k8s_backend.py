@@ -319,7 +319,8 @@ def test_a_warm_pod_evicted_while_it_waits_is_replaced_never_used(
     assert starts["agent"].startswith("replaced: PodEvictedError") and "Evicted" in starts["agent"]
     assert starts["verifier"] == "prestarted"
     first = json.loads((job / trial_name_for(task.name, 0) / "result.json").read_text())
-    assert first["sandbox_starts"] == {"agent": "warm", "verifier": "prestarted"}
+    assert first["sandbox_starts"]["agent"] == "warm"
+    assert first["sandbox_starts"]["verifier"] == "prestarted"
 
 
 def test_canary_secrets_never_reach_logs_run_folders_or_traces(

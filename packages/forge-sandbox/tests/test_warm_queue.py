@@ -219,6 +219,7 @@ def test_a_cold_sandbox_starts_while_the_agents_first_model_call_runs(
     (result,) = _results(tmp_path / "job").values()
     setup_done = _at(result["environment_setup"]["finished_at"])
     assert agent.began[0] < setup_done < agent.ran[0]  # overlapped, and no command before it
+    assert 0.1 < result["sandbox_starts"]["agent_waited_s"] < agent.ran[0] - agent.began[0]
 
 
 @pytest.mark.usefixtures("isolation")

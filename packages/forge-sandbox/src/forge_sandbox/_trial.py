@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import os
 import tempfile
+import time
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -171,8 +172,8 @@ class _TrialState:
     agent_oom: bool = False
     zero_for: BaseException | None = None
     # how each sandbox was had: agent "warm" | "cold" | "replaced: ..."; verifier
-    # "prestarted" | "replaced: ..."
-    starts: dict[str, str] = field(default_factory=dict)
+    # "prestarted" | "replaced: ..."; agent_waited_s: the agent's sandbox calls' wait for it
+    starts: dict[str, str | float] = field(default_factory=dict)
     # the sandboxes' stops, run after the verdict (by run_job outside its concurrency slot)
     later: list[Coroutine[Any, Any, None]] = field(default_factory=list)
 
@@ -452,9 +453,16 @@ class _PendingSandbox:
     def __init__(self, getting: asyncio.Future[Prepared], spec: SandboxSpec) -> None:
         self._getting = getting
         self.spec = spec
+        self.waited_s = 0.0  # how long the agent's sandbox calls waited for it (orchestration)
 
     async def _box(self) -> Sandbox:
-        return (await asyncio.shield(self._getting)).sandbox
+        if not self._getting.done():
+            began = time.monotonic()
+            try:
+                await asyncio.shield(self._getting)
+            finally:
+                self.waited_s += time.monotonic() - began
+        return self._getting.result().sandbox
 
     async def exec(
         self,
@@ -535,6 +543,7 @@ async def _run_in_sandbox(
         _agent_caused(state, exc)
         return
     finally:
+        state.starts["agent_waited_s"] = round(pending.waited_s, 4)
         if getting.done() and not getting.cancelled() and getting.exception() is None:
             state.times["environment_setup"] = dict(getting.result().setup)
     # 4. the fresh sandbox receives the agent's change only; the agent's sandbox, every
