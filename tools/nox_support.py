@@ -9,11 +9,13 @@
 - `train(session, config, run_dir, phase, ...)`: `forge-ppo train`, then `forge-gates verify`;
 - `Background(session, argv, ready_line=... | ready_file=...)`: a server the session needs
   (vLLM, the in-process Kubernetes API server) started, awaited until ready, and stopped on
-  exit, never left running.
+  exit, never left running; `vllm_server`, `pipeline_vllm` (vLLM as the pipeline configs serve
+  it) and `k8s_api` (the API server, no pod left after) are such servers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -258,11 +260,50 @@ def no_pod_left(session: Any, config: str, after: str) -> None:
         session.error(f"expected no pod or policy left after {after}; gc found {removed}")
 
 
-def vllm_server(session: Any, python: pathlib.Path, log: pathlib.Path, *args: str):
+def vllm_server(session: Any, python: pathlib.Path, log: pathlib.Path, *args: str, env=None):
     """`forge-rollout vllm-serve ARGS` in the background, ready at `FORGE_VLLM_READY url=`."""
     argv = [
         str(pathlib.Path(session.bin) / "forge-rollout"), "vllm-serve", *args,
         "--entrypoint", "module", "--python", str(python), "--log", str(log),
         "--ready-timeout", "600",
     ]  # fmt: skip
-    return Background(session, argv, ready_line=r"FORGE_VLLM_READY url=(\S+)", timeout_s=660)
+    return Background(
+        session, argv, ready_line=r"FORGE_VLLM_READY url=(\S+)", timeout_s=660, env=env
+    )
+
+
+def pipeline_vllm(session: Any, python: pathlib.Path, log: pathlib.Path, port: int, env=None):
+    """One vLLM served as the pipeline's configs say (bf16, window 2048, 4 sequences, LoRA rank
+    8, the run's seed) on the runs' own model folder (model.path = "tiny", built once under its
+    lock), its base model named `base`; runs reach it with `--set inference.url=...`."""
+    made = session.run(
+        "forge-rollout", "make-model", "tiny", "--cache-dir", str(CACHE), silent=True
+    )
+    tiny = str(made).strip().splitlines()[-1].split("path=", 1)[1]
+    return vllm_server(
+        session, python, log,
+        "--model", tiny, "--served-model-name", "base",
+        "--max-model-len", "2048", "--max-num-seqs", "4", "--max-lora-rank", "8",
+        "--dtype", "bfloat16", "--gpu-memory-utilization", "0.1", "--seed", "20260822",
+        "--port", str(port), env=env,
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def k8s_api(
+    session: Any, tasks: pathlib.Path, out: pathlib.Path, env: dict[str, str], runtime: str
+):
+    """The in-process Kubernetes API server over `tasks`, its pods `runtime`'s ("docker":
+    containers on the daemon `env` names; "local": bubblewrap sandboxes over the tasks'
+    workspaces); yields (its k8s.toml, the server). After: it exited 0 (no pod left) and, on
+    docker, `docker gc` finds none of its containers."""
+    serve = [str(pathlib.Path(session.bin) / "python"), "-m",
+             "forge_sandbox.testing.kubernetes_api", "serve", "--runtime", runtime,
+             "--tasks", str(tasks), "--out", str(out)]  # fmt: skip
+    with Background(session, serve, ready_file=out / "ready", stop_timeout_s=60, env=env) as api:
+        yield str(out / "k8s.toml"), api
+    if api.returncode != 0:
+        session.error(f"the in-process API server exited {api.returncode}: pods were left")
+    if runtime == "docker":
+        pods = docker_daemon.owner_env(env, docker_daemon.K8S_POD_OWNER)
+        no_container_left(session, pods, f"the API server over {tasks.name} stopped")

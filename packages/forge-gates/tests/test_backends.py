@@ -31,10 +31,16 @@ EVERY = {
 def test_shipped_configs_name_their_engines(name: str) -> None:
     """A config's name says its engines: `*-local` / `*-cpu` run on this machine, each engine
     local unless the name names it (`-k8s-` pods, `-docker-` containers, `-verl-` the verl
-    trainer, `-vllm-` vLLM);
-    any other config is production (vLLM, Kubernetes, verl for training)."""
+    trainer, `-vllm-` vLLM), except `-production-cpu`: every production engine on its CPU
+    stand-in; any other config is production (vLLM, Kubernetes, verl for training)."""
     backends = load_spec(name).backends
-    if name.endswith(("-local", "-cpu")):
+    if name.endswith("-production-cpu"):
+        assert (backends.trainer, backends.inference, backends.sandbox) == (
+            "verl",
+            "vllm",
+            "kubernetes",
+        )
+    elif name.endswith(("-local", "-cpu")):
         assert (backends.trainer, backends.inference, backends.sandbox) == (
             "verl" if "-verl-" in name else "local",
             "vllm" if "-vllm-" in name else "local",

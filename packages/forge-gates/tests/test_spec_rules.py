@@ -21,6 +21,8 @@ SHIPPED = [
     "smoke-docker-local",
     "smoke-verl-cpu",
     "smoke-vllm-local",
+    "smoke-production-cpu",
+    "soak-production-cpu",
     "soak-local",
     "formal-local",
     "formal-learn-local",
