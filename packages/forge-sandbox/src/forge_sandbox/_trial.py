@@ -500,8 +500,11 @@ class _PendingSandbox:
 
 
 async def _settled(future: asyncio.Future[Any]) -> None:
-    """Wait for `future` to end, whatever its outcome (read elsewhere)."""
+    """Wait for `future` to end, whatever its outcome (its error is the trial's, recorded
+    where it was awaited; read here too, so that none goes unretrieved)."""
     await asyncio.wait([future])
+    if not future.cancelled():
+        future.exception()
 
 
 async def _run_in_sandbox(
