@@ -4,7 +4,8 @@ mutmut 3 mutates the files under its `source_paths`, copies them into `mutants/`
 there. A workspace of several src-layout packages does not fit one configuration, so each module
 gets its own scratch copy (`.mutants/<module>/`, ignored by git):
 
-1. the module's package `src/` and `tests/`, plus the root `conftest.py` (hypothesis profiles);
+1. the module's package `src/`, `tests/` and README, plus the root `conftest.py` (hypothesis
+   profiles);
 2. a `pyproject.toml` whose `[tool.mutmut]` mutates that one file and selects only the test files
    that exercise it (mutmut then runs, per mutant, just the tests that call the mutated function);
 3. `mutmut run`; then every mutant's status and its diff are read back.
@@ -45,10 +46,23 @@ class Target:
     module: str  # dotted module, e.g. forge_ppo.algo._gae
     package: str  # folder under packages/
     tests: tuple[str, ...]  # test files under the package's tests/ that exercise the module
+    # only these functions are mutated (`name`, or `Class.method`); empty: the whole module.
+    # For a module whose other functions orchestrate (sandboxes, jobs): its pure core only
+    functions: tuple[str, ...] = ()
 
     @property
     def source(self) -> str:
         return "src/" + self.module.replace(".", "/") + ".py"
+
+    def patterns(self) -> list[str]:
+        """mutmut's mutant-name globs for `functions` (mangled as mutmut does: `x_name`,
+        `xǁClassǁmethod`); the glob also matches the function's own key, which selects its
+        tests for mutmut's clean run."""
+        mangled = [
+            "x\u01c1" + name.replace(".", "\u01c1") if "." in name else "x_" + name
+            for name in self.functions
+        ]
+        return [f"{self.module}.{name}*" for name in mangled]
 
 
 TARGETS = (
@@ -56,7 +70,7 @@ TARGETS = (
     Target(
         "forge_rollout.gateway._guard",
         "forge-rollout",
-        ("test_guard.py", "test_traces.py", "test_gateway.py"),
+        ("test_guard.py", "test_traces.py", "test_gateway.py", "test_gateway_faults.py"),
     ),
     Target(
         "forge_ppo.algo._observability",
@@ -85,6 +99,75 @@ TARGETS = (
         "forge-gates",
         ("test_spec_rules.py", "test_rule_messages.py", "test_backends.py", "test_p0_protocol.py"),
     ),
+    # the Docker backend's exec wrapper and report, and a SandboxSpec's limits as the container's
+    Target(
+        "forge_sandbox.docker._exec",
+        "forge-sandbox",
+        ("test_docker_backend.py", "test_docker_exec.py"),
+    ),
+    Target(
+        "forge_sandbox.docker._create",
+        "forge-sandbox",
+        ("test_docker_backend.py", "test_docker_create.py"),
+    ),
+    # an exec's report -> ExecResult (exit status, OOM, pids, SIGXFSZ, capped output), the
+    # limits kill_processes reports, a timeout's kill (against a fake docker-py APIClient)
+    Target(
+        "forge_sandbox.docker._sandbox",
+        "forge-sandbox",
+        ("test_docker_sandbox_exec.py",),
+        functions=(
+            "DockerSandbox.exec",
+            "DockerSandbox._run",
+            "DockerSandbox._kill_marked",
+            "DockerSandbox.kill_processes",
+            "DockerSandbox._check_alive",
+        ),
+    ),
+    # the verifier's reward: reward files, the run's checks, evidence, the listed tests. The
+    # verifier's steps against a fake sandbox (the real-sandbox tests would run each of its
+    # mutants through bubblewrap trials, and a mutated timeout waits out a test's sleep)
+    Target("forge_sandbox.verify._verifier", "forge-sandbox", ("test_verify_units.py",)),
+    Target(
+        "forge_sandbox.verify._evidence",
+        "forge-sandbox",
+        ("test_evidence.py", "test_verify_units.py"),
+    ),
+    Target(
+        "forge_sandbox.verify._testlist",
+        "forge-sandbox",
+        ("test_fresh_verifier.py", "test_verify_units.py"),
+    ),
+    # synthesis keeps a candidate that breaks passing tests, and a task only when NOP scores 0
+    # and the oracle 1 (the rest of the module drives sandboxes)
+    Target(
+        "forge_data.synth._synth",
+        "forge-data",
+        ("test_synth_units.py", "test_synth_keep.py"),
+        functions=("_State.decide", "_validate"),
+    ),
+    # the per-GPU memory estimate's formulas (the module every figure comes from)
+    Target(
+        "forge_ppo.estimate._formulas",
+        "forge-ppo",
+        ("test_estimate.py", "test_estimate_seed.py", "test_estimate_formulas.py"),
+    ),
+    # attribution: who caused a failure (the rest of the module runs the trial)
+    Target(
+        "forge_sandbox._trial",
+        "forge-sandbox",
+        ("test_trial_attribution.py", "test_trial_agents.py"),
+        functions=(
+            "reward_of",
+            "_with_limits",
+            "_limit_text",
+            "_kill_agent_processes",
+            "_agent_caused",
+            "_caused_by_change",
+            "_carry",
+            "_verify",
+        ),
+    ),
 )
 
 # mutmut exit codes -> the report's buckets (mutmut.stats.status_by_exit_code)
@@ -110,7 +193,7 @@ def mutmut_config(target: Target, tests: list[str]) -> str:
 [tool.mutmut]
 source_paths = ["src"]
 only_mutate = [{json.dumps(target.source)}]
-also_copy = ["conftest.py"]
+also_copy = ["conftest.py", "README.md"]
 pytest_add_cli_args_test_selection = {selection}
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"]
 use_git_change_detection = false
@@ -137,21 +220,30 @@ def prepare(target: Target, work: Path) -> list[str]:
     shutil.copytree(package / "src", work / "src", ignore=ignore)
     shutil.copytree(package / "tests", work / "tests", ignore=ignore)
     shutil.copy2(ROOT / "conftest.py", work / "conftest.py")
+    if (package / "README.md").is_file():  # tests that hold the README to the code read it
+        shutil.copy2(package / "README.md", work / "README.md")
     (work / "pyproject.toml").write_text(mutmut_config(target, tests))
     return tests
 
 
-def watch(meta: Path, label: str, stop: threading.Event) -> None:
+def selected(target: Target, codes: dict[str, int | None]) -> dict[str, int | None]:
+    """The mutants of the target's functions (all of them for a whole-module target)."""
+    if not target.functions:
+        return codes
+    return {name: code for name, code in codes.items() if function_of(name) in target.functions}
+
+
+def watch(meta: Path, target: Target, stop: threading.Event) -> None:
     """Print the module's progress from mutmut's meta file when it changes (every 15 s)."""
     last = None
     while not stop.wait(15):
         try:
-            codes = json.loads(meta.read_text())["exit_code_by_key"].values()
+            codes = selected(target, json.loads(meta.read_text())["exit_code_by_key"]).values()
         except (OSError, ValueError, KeyError):
             continue
         done = sum(code is not None for code in codes)
         survived = sum(code in SURVIVED or code in NO_TESTS for code in codes)
-        line = f"  {label}: {done}/{len(codes)} checked, {survived} not detected so far"
+        line = f"  {target.module}: {done}/{len(codes)} checked, {survived} not detected so far"
         if line != last:
             print(line, flush=True)
             last = line
@@ -163,13 +255,13 @@ def run_mutmut(target: Target, work: Path, max_children: int) -> tuple[int, str]
     log = work / "mutmut.log"
     stop = threading.Event()
     meta = work / "mutants" / (target.source + ".meta")
-    watcher = threading.Thread(target=watch, args=(meta, target.module, stop), daemon=True)
+    watcher = threading.Thread(target=watch, args=(meta, target, stop), daemon=True)
     watcher.start()
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("MUTANT_UNDER_TEST", None)
     with log.open("w") as out:
         code = subprocess.call(
-            [str(mutmut), "run", "--max-children", str(max_children)],
+            [str(mutmut), "run", "--max-children", str(max_children), *target.patterns()],
             cwd=work,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -219,7 +311,8 @@ def load_equivalents(path: Path) -> dict[str, list[dict[str, str]]]:
 def collect(target: Target, work: Path, equivalents: list[dict[str, str]]) -> dict:
     """Per-mutant status and diff, classified against the reviewed equivalents."""
     meta = json.loads((work / "mutants" / (target.source + ".meta")).read_text())
-    codes: dict[str, int | None] = meta["exit_code_by_key"]
+    # a target's other functions' mutants were generated but never run
+    codes = selected(target, meta["exit_code_by_key"])
     diffs = json.loads(
         subprocess.run(
             [sys.executable, "-c", DIFF_SCRIPT, target.source],
@@ -258,6 +351,12 @@ def collect(target: Target, work: Path, equivalents: list[dict[str, str]]) -> di
     non_equivalent = total - counts["equivalent"]
     detected = counts["killed"] + counts["timeout"]
     stale = [{"function": f, "original": o, "mutant": m} for (f, o, m) in sorted(set(keyed) - used)]
+    # an entry can match two mutants (the same change on two equal lines of one function): it
+    # is wrongly listed only when none of them survives
+    needed = {(e["function"], e["original"], e["mutated"]) for e in equivalent}
+    wrongly_listed = [
+        w for w in wrongly_listed if (w["function"], w["original"], w["mutated"]) not in needed
+    ]
     return {
         "total": total,
         **counts,
@@ -342,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         tests = prepare(target, work)
         print(f"  tests: {', '.join(tests)}", flush=True)
+        if target.functions:
+            print(f"  functions: {', '.join(target.functions)}", flush=True)
         code, log = run_mutmut(target, work, args.max_children)
         seconds = round(time.perf_counter() - began, 1)
         if code != 0:
@@ -350,7 +451,13 @@ def main(argv: list[str] | None = None) -> int:
             report["modules"][target.module] = {"error": f"mutmut exited {code}", "log": log}
             continue
         result = collect(target, work, equivalents.get(target.module, []))
-        result.update(package=target.package, tests=tests, seconds=seconds, work_dir=str(work))
+        result.update(
+            package=target.package,
+            tests=tests,
+            functions=list(target.functions) or "all",
+            seconds=seconds,
+            work_dir=str(work),
+        )
         report["modules"][target.module] = result
         print(
             f"  {result['total']} mutants, score {result['score']:.1%} "

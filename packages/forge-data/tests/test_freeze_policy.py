@@ -12,6 +12,7 @@ import hashlib
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 import forge_data as fd
 
@@ -286,3 +287,52 @@ def test_shortage_and_repository_violations_carry_the_numbers():
     ]
     assert plan.shortfall == fd.Shortfall(train=1, test=1, repositories=2)
     assert not plan.ready
+
+
+@pytest.mark.parametrize("cap", [0, -3])
+def test_a_per_repository_cap_below_one_is_refused(cap) -> None:
+    with pytest.raises(ValidationError) as info:
+        spec(1, 0, 0, per_repo_cap=cap)
+    assert info.value.errors()[0]["msg"] == (
+        f"Value error, FreezeSpec.per_repo_cap: expected >= 1 task per repository; found {cap} "
+        "(no repository could give a task: every split would be empty); fix: the most tasks one "
+        "repository may give, e.g. 20"
+    )
+    assert spec(1, 0, 0, per_repo_cap=1).per_repo_cap == 1
+    assert spec(1, 0, 0).per_repo_cap == 20
+
+
+@pytest.mark.parametrize("name", ["", " ", "\t\n"])
+def test_a_blank_split_set_name_is_refused(name) -> None:
+    with pytest.raises(ValidationError) as info:
+        spec(1, 0, 0, name=name)
+    assert info.value.errors()[0]["msg"] == (
+        "Value error, FreezeSpec.name: expected the split set's name (not blank: it names the "
+        f"manifest); found {name!r}; fix: name the set, e.g. 'split'"
+    )
+    assert spec(1, 0, 0, name="x").name == "x"
+    assert spec(1, 0, 0).name == "split"
+
+
+def test_a_verdict_recorded_for_other_content_is_stale() -> None:
+    tasks = pool({"A": 2, "B": 2})
+
+    def verdict(task: fd.Task, fingerprint: str | None) -> fd.Verdict:
+        return fd.Verdict(
+            task_id=task.id,
+            verdict="accepted",
+            reason="",
+            nop_rewards=(0.0,),
+            oracle_rewards=(1.0,),
+            fingerprint=fingerprint,
+        )
+
+    verdicts = {
+        "A-0": verdict(tasks[0], tasks[0].fingerprint),  # this content: counts
+        "A-1": verdict(tasks[1], None),  # recorded without one: counts
+        "B-0": verdict(tasks[2], "0" * 64),  # judged before the task was edited
+        "B-1": verdict(tasks[3], "1" * 64),
+    }
+    plan = fd.plan_freeze(tasks, spec(2, 0, 0, allow_shortage=True), verdicts=verdicts)
+    assert plan.candidates.excluded == {"stale_verdict": 2}
+    assert plan.candidates.eligible == 2 and plan.splits["train"] == ("A-0", "A-1")

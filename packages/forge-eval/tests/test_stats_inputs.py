@@ -8,7 +8,13 @@ import math
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from forge_eval import clustered_mean, newcombe_paired_interval, wilson_interval
+from forge_eval import (
+    clustered_mean,
+    newcombe_paired_interval,
+    pass_at_k,
+    pass_hat_k,
+    wilson_interval,
+)
 from forge_eval._stats import mean_or_none
 
 
@@ -98,3 +104,32 @@ def test_clustered_mean_refuses_no_tasks():
 def test_mean_or_none(values, expected):
     got = mean_or_none(values)
     assert got == expected and (got is None or type(got) is float)
+
+
+@pytest.mark.parametrize("name", ["pass_at_k", "pass_hat_k"])
+@pytest.mark.parametrize(
+    ("n", "c", "k"),
+    [
+        (5, 2, 0),  # k = 0: pass^0 would be 1 and pass@0 0 for any task
+        (5, 6, 1),  # c > n: more correct attempts than attempts
+        (5, -1, 1),
+        (5, 2, 6),  # k > n
+        (5, 2, -1),
+        (0, 0, 0),
+    ],
+)
+def test_pass_at_k_and_pass_hat_k_refuse_impossible_counts(name, n, c, k):
+    function = {"pass_at_k": pass_at_k, "pass_hat_k": pass_hat_k}[name]
+    with pytest.raises(ValueError) as info:
+        function(n, c, k)
+    assert str(info.value) == (
+        f"{name}: expected 0 <= c <= n and 1 <= k <= n (c correct of n attempts, k drawn); "
+        f"found n={n}, c={c}, k={k}; fix: count c among the task's own n attempts and ask for "
+        "1 <= k <= the fewest attempts on any task"
+    )
+
+
+@pytest.mark.parametrize(("n", "c", "k"), [(1, 0, 1), (1, 1, 1), (4, 0, 4), (4, 4, 4), (4, 4, 1)])
+def test_pass_at_k_and_pass_hat_k_accept_the_boundaries(n, c, k):
+    assert pass_at_k(n, c, k) == (1.0 if c else 0.0)  # c is 0 or n here
+    assert pass_hat_k(n, c, k) == (1.0 if c == n else 0.0)

@@ -316,3 +316,40 @@ def test_unvalidated_losses_equal_the_validated_ones():
         assert torch.equal(a, b)
     for a, b in zip(vout, vwant, strict=True):
         assert torch.equal(a, b)
+
+
+# ------------------------------------------------------------------ validate=False
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.float32])
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"])
+def test_integer_masks_without_validation_match_the_validated_bool_mask(dtype, mode):
+    """A trainer's micro-batch loop passes the batch's 0/1 mask as it is (int64 from the
+    collator) with validate=False: every output equals the checked bool mask's, and the
+    padded tokens (NaN there, as padding may be) never reach a result."""
+    mask = torch.tensor([[1, 1, 0, 0], [0, 1, 1, 1], [0, 0, 0, 0]], dtype=dtype)
+    pad = mask == 0
+    log_probs = t([[-1.0, -0.5, 0, 0], [0, -2.0, -0.1, -0.3], [0, 0, 0, 0]]).masked_fill(pad, NAN)
+    old = t([[-1.2, -0.2, 0, 0], [0, -1.0, -0.4, -0.3], [0, 0, 0, 0]]).masked_fill(pad, NAN)
+    advantages = t([[1.0, -2.0, 0, 0], [0, 0.5, -1.0, 3.0], [0, 0, 0, 0]])
+    vpreds = t([[0.1, 0.9, 0, 0], [0, -0.4, 0.3, 0.7], [0, 0, 0, 0]]).masked_fill(pad, NAN)
+    values, returns = t([[0.0] * 4] * 3), t([[1.0, 0.5, 0, 0], [0, 0.2, -1.0, 1.0], [0, 0, 0, 0]])
+    for validated, unchecked in (
+        (
+            policy_loss(log_probs, old, advantages, mask != 0, dual_clip=3.0, loss_agg_mode=mode),
+            policy_loss(
+                log_probs, old, advantages, mask, dual_clip=3.0, loss_agg_mode=mode, validate=False
+            ),
+        ),
+        (
+            value_loss(vpreds, values, returns, mask != 0, loss_agg_mode=mode),
+            value_loss(vpreds, values, returns, mask, loss_agg_mode=mode, validate=False),
+        ),
+    ):
+        for want, got in zip(validated, unchecked, strict=True):
+            assert torch.isfinite(got) and got.dtype == want.dtype
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    by_hand = policy_loss(log_probs, old, advantages, mask, validate=False)
+    kept = ~pad
+    ratio = torch.exp(log_probs[kept] - old[kept])
+    a = advantages[kept]
+    expected = torch.maximum(-a * ratio, -a * ratio.clamp(0.8, 1.2)).mean()
+    torch.testing.assert_close(by_hand.loss, expected, rtol=1e-12, atol=0)

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import pytest
 import torch
+from pydantic import ValidationError
 
 from forge_ppo import (
+    EpisodeOutcome,
     PPOInputError,
     critic_observability,
     decode_task_id,
     encode_task_id,
     task_critic_metrics,
+    task_rollout_metrics,
 )
 
 torch.set_num_threads(1)
@@ -162,3 +165,35 @@ def test_decode_refuses_none():
 def test_decode_accepts_the_encoding_of_the_replacement_character():
     assert decode_task_id("%EF%BF%BD") == "\ufffd"
     assert decode_task_id(encode_task_id("é/ü")) == "é/ü"
+
+
+ERRORED_AND_SOLVED = (
+    "episode of task 'a/b': expected an infrastructure error (error=True) never to count as a "
+    "success; found error=True with success=True; fix: record an errored episode with reward "
+    "None and success=False"
+)
+
+
+def test_an_episode_both_errored_and_successful_is_refused():
+    fields = {"task_id": "a/b", "reward": None, "error": True, "action_tokens": 1, "agent_steps": 1}
+    with pytest.raises(ValidationError) as info:
+        EpisodeOutcome(success=True, **fields)
+    assert info.value.errors()[0]["msg"] == f"Value error, {ERRORED_AND_SOLVED}"
+    assert EpisodeOutcome(success=False, **fields).error  # errored and failed: accepted
+
+
+def test_the_per_task_metrics_refuse_an_errored_success_built_without_validation():
+    good = EpisodeOutcome(task_id="a/b", reward=1.0, success=True, action_tokens=1, agent_steps=1)
+    errored = EpisodeOutcome(
+        task_id="a/b", reward=None, success=False, error=True, action_tokens=1, agent_steps=1
+    )
+    for bad in (
+        errored.model_copy(update={"success": True}),  # model_copy does not validate
+        EpisodeOutcome.model_construct(**{**errored.model_dump(), "success": True}),
+    ):
+        with pytest.raises(ValueError) as info:
+            task_rollout_metrics([good, bad])
+        assert str(info.value) == ERRORED_AND_SOLVED
+    metrics = task_rollout_metrics([good, errored])
+    assert metrics["train/task/a%2Fb/rollout/success"] == 1.0
+    assert metrics["train/task/a%2Fb/rollout/errors"] == 1.0

@@ -9,6 +9,8 @@ from forge_rollout.gateway._guard import (
     check_context,
     check_max_tokens,
     openai_error,
+    refuse_body_size,
+    refuse_prompt_bytes,
     requested_max_tokens,
 )
 
@@ -124,3 +126,60 @@ def test_requested_max_tokens_refuses_non_integers(body, shown):
         return
     assert value is None
     assert problem == f"expected {shown}; fix: send an integer >= 1"
+
+
+# ------------------------------------------------------------------ too long in bytes
+@pytest.mark.parametrize(
+    ("prompt_bytes", "max_token_bytes", "at_least"),
+    [
+        (2049, 4, 513),  # one byte over window * 4: ceil(2049 / 4) = 513 tokens
+        (2052, 4, 513),  # a whole token over: still 513
+        (2053, 4, 514),
+        (513, 1, 513),
+        (5121, 10, 513),
+        (7000, 7, 1000),
+    ],
+)
+def test_a_prompt_too_long_in_bytes_names_at_least_how_many_tokens(
+    prompt_bytes, max_token_bytes, at_least
+):
+    assert refuse_prompt_bytes(prompt_bytes, max_token_bytes, WINDOW) == {
+        "error": {
+            "message": f"This model's maximum context length is {WINDOW} tokens. However, you "
+            f"requested at least {at_least} tokens: the messages are {prompt_bytes} bytes and no "
+            f"token spans more than {max_token_bytes} bytes, so at most "
+            f"{WINDOW * max_token_bytes} bytes can fit. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+    assert at_least > WINDOW
+
+
+@pytest.mark.parametrize(("prompt_bytes", "max_token_bytes"), [(2048, 4), (1, 4), (512, 1), (9, 0)])
+def test_a_prompt_that_may_fit_is_never_called_too_long(prompt_bytes, max_token_bytes):
+    with pytest.raises(ValueError) as info:
+        refuse_prompt_bytes(prompt_bytes, max_token_bytes, WINDOW)
+    assert str(info.value) == (
+        f"refuse_prompt_bytes: expected a prompt over window * max_token_bytes = {WINDOW} * "
+        f"{max_token_bytes} bytes (max_token_bytes >= 1), the only one it may call too long; "
+        f"found {prompt_bytes} bytes; fix: tokenize and count it (it may fit)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body_bytes", "size"), [(2_000_000, "2000000 bytes"), (None, "over 1048576 bytes (chunked)")]
+)
+def test_a_body_over_the_cap_is_refused_with_its_size(body_bytes, size):
+    assert refuse_body_size(body_bytes, 1_048_576, WINDOW) == {
+        "error": {
+            "message": f"This model's maximum context length is {WINDOW} tokens. However, the "
+            f"request body is {size}, more than the 1048576 bytes the gateway accepts (no prompt "
+            "this long can fit the window). Please reduce the length of the messages (or raise "
+            "the gateway's max_body_bytes if the body is mostly not prompt).",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }

@@ -229,9 +229,9 @@ def test_cancel_stops_every_sandbox(tmp_path: Path, gateway_at) -> None:
                     )
                 )
                 # wait until both agents' first model calls hang in the upstream and their
-                # sandboxes are up, then cancel at once: the gateway gives up on the upstream 5 s after a call
-                # came (a 504 that ends the trial), so the cancel must come well before that
-                # (polling ps for the sandboxes instead once took over 5 s under .ci/run's load)
+                # sandboxes are up, then cancel at once: the gateway gives up on the upstream
+                # 5 s after a call came (a 504 that ends the trial), so the cancel must come
+                # well before that (polling ps alone once took over 5 s under .ci/run's load)
                 deadline = time.monotonic() + 60
                 while len(waiting) < 2 and time.monotonic() < deadline:
                     await asyncio.sleep(0.02)

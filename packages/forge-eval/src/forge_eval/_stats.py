@@ -92,7 +92,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
     n: attempts on one task, c: correct attempts among them, k <= n.
     """
-    _check_nck(n, c, k)
+    _check_nck("pass_at_k", n, c, k)
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
@@ -103,13 +103,19 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
 
     The chance that k attempts drawn without replacement all succeed.
     """
-    _check_nck(n, c, k)
+    _check_nck("pass_hat_k", n, c, k)
     return math.comb(c, k) / math.comb(n, k)
 
 
-def _check_nck(n: int, c: int, k: int) -> None:
+def _check_nck(name: str, n: int, c: int, k: int) -> None:
+    """n attempts on one task, c of them correct, k drawn: 0 <= c <= n and 1 <= k <= n (k = 0
+    would give pass^k = 1 and pass@k = 0 for any task; c > n is not a count of the attempts)."""
     if not (0 <= c <= n and 1 <= k <= n):
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n; got n={n}, c={c}, k={k}")
+        raise ValueError(
+            f"{name}: expected 0 <= c <= n and 1 <= k <= n (c correct of n attempts, k drawn); "
+            f"found n={n}, c={c}, k={k}; fix: count c among the task's own n attempts and "
+            "ask for 1 <= k <= the fewest attempts on any task"
+        )
 
 
 def clustered_mean(per_task: Sequence[float]) -> tuple[float, float | None]:

@@ -26,7 +26,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from forge_data._errors import violation
 from forge_data.curation._verdicts import Verdict
@@ -52,14 +52,35 @@ class FreezeSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(default="split", min_length=1, description="Name of the frozen split set.")
+    name: str = Field(default="split", description="Name of the frozen split set (not blank).")
     targets: SplitTargets = Field(description="Tasks per split, e.g. 187/42/38.")
-    per_repo_cap: int = Field(default=20, ge=1, description="Most tasks from one repository.")
+    per_repo_cap: int = Field(default=20, description="Most tasks from one repository (>= 1).")
     min_repositories: int = Field(default=0, ge=0, description="Fewest repositories over splits.")
     allow_shortage: bool = Field(
         default=False, description="Freeze what there is when targets cannot be met (recorded)."
     )
     seed: int = Field(default=0, description="Seed of every tie-break and within-repo choice.")
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, name: str) -> str:
+        if not name.strip():
+            raise ValueError(
+                f"FreezeSpec.name: expected the split set's name (not blank: it names the "
+                f"manifest); found {name!r}; fix: name the set, e.g. 'split'"
+            )
+        return name
+
+    @field_validator("per_repo_cap")
+    @classmethod
+    def _capped(cls, cap: int) -> int:
+        if cap < 1:
+            raise ValueError(
+                f"FreezeSpec.per_repo_cap: expected >= 1 task per repository; found {cap} (no "
+                "repository could give a task: every split would be empty); fix: the most tasks "
+                "one repository may give, e.g. 20"
+            )
+        return cap
 
 
 class Shortfall(BaseModel):

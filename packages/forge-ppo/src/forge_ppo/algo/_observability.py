@@ -100,6 +100,13 @@ def decode_task_id(segment: str) -> str:
     return task_id
 
 
+ERRORED_SUCCESS = (
+    "episode of task {task_id!r}: expected an infrastructure error (error=True) never to count "
+    "as a success; found error=True with success=True; fix: record an errored episode with "
+    "reward None and success=False"
+)
+
+
 class EpisodeOutcome(BaseModel):
     """One rollout episode as the per-task rollout metrics see it."""
 
@@ -126,7 +133,7 @@ class EpisodeOutcome(BaseModel):
                 "no reward (None) and every other episode has one; fix the episode record"
             )
         if self.error and self.success:
-            raise ValueError("error=True with success=True: an errored episode cannot succeed")
+            raise ValueError(ERRORED_SUCCESS.format(task_id=self.task_id))
         return self
 
 
@@ -135,6 +142,8 @@ def task_rollout_metrics(episodes: Sequence[EpisodeOutcome]) -> dict[str, float]
     agent steps, and the mean reward over episodes that have one (absent when none has)."""
     groups: dict[str, list[EpisodeOutcome]] = defaultdict(list)
     for episode in episodes:
+        if episode.error and episode.success:  # built without validation (model_construct)
+            raise ValueError(ERRORED_SUCCESS.format(task_id=episode.task_id))
         groups[episode.task_id].append(episode)
     metrics: dict[str, float] = {}
     for task_id, group in groups.items():

@@ -79,7 +79,13 @@ def refuse_prompt_bytes(prompt_bytes: int, max_token_bytes: int, window: int) ->
     A prompt of B bytes has at least ceil(B / max_token_bytes) tokens, so B > window *
     max_token_bytes cannot fit; the gateway refuses it without tokenizing it.
     """
-    at_least = -(-prompt_bytes // max_token_bytes)
+    if max_token_bytes < 1 or prompt_bytes <= window * max_token_bytes:
+        raise ValueError(
+            f"refuse_prompt_bytes: expected a prompt over window * max_token_bytes = {window} * "
+            f"{max_token_bytes} bytes (max_token_bytes >= 1), the only one it may call too "
+            f"long; found {prompt_bytes} bytes; fix: tokenize and count it (it may fit)"
+        )
+    at_least = -(-prompt_bytes // max_token_bytes)  # ceil(B / max_token_bytes) > window
     return openai_error(
         f"This model's maximum context length is {window} tokens. However, you requested "
         f"at least {at_least} tokens: the messages are {prompt_bytes} bytes and no token spans "
