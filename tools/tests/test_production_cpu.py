@@ -70,6 +70,12 @@ def test_the_shipped_configs_are_the_topology_the_session_expects() -> None:
         assert spec.resources.trainer_gpus == spec.resources.rollout_gpus == 0
         assert spec.inference.url is None  # the session passes its one server's url
         assert spec.checkpoint.warm_start is None  # vLLM refuses the demo policy's lm_head LoRA
+        # the session serves the demo policy merged into model.path: its agent limits must let
+        # the demo policy's actions through (max_tokens 160: its longest is 141 tokens)
+        assert spec.agent == load_spec("smoke-local").agent
+        # the merged model's own lm_head is sharded apart by verl's FSDP2: the fused kernel
+        # would multiply by a DTensor
+        assert spec.actor.fused_kernels is False
     assert (smoke.phase, smoke.schedule.total_updates) == ("smoke", 1)
     assert (soak.phase, soak.schedule.total_updates) == ("soak", 3)
     same = ("model", "context", "agent", "backends", "inference", "resources", "ppo", "lora")

@@ -5,6 +5,7 @@ forge-rollout), each read top to bottom as numbered steps. Nothing below imports
     p0/           `forge-ppo p0`: two candidates on the P0 panels, paired statistics (`run_p0`)
     _learn        `forge-ppo learn`: PPO from a warm start, pass@1 before and after
     _demo_policy  `forge-ppo sft`: the demo policy (oracle episodes -> SFT -> measured -> saved)
+    _demo_model   the demo policy merged into its base: a model folder vLLM serves as the base
     _format_policy  the format policy (SmolLM2's action-format warm start, measured, saved)
     _format_sft   `forge-ppo sft-format`: the format SFT alone, first-turn rates before/after
     _warm_starts  `checkpoint.warm_start = "demo-policy" | "format-policy"` -> built checkpoints
