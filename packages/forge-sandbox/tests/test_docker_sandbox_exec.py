@@ -278,13 +278,6 @@ def test_a_timeout_kills_the_exec_by_its_marker() -> None:
     assert report.killed == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug (left for the owner of docker/_sandbox.py): a timeout kills the wrapper "
-    "with the command, so no report line comes and the exit code 137 of that SIGKILL is read "
-    "as an OOM kill (`oom = ... else code == 137` in DockerSandbox._run); kill_processes then "
-    "reports 'memory' and the trial blames the agent for memory it never filled",
-)
 def test_a_timeout_is_not_an_oom_kill() -> None:
     results, report, _ = _exec_in({"sleep": Reply(hang=True)}, "sleep", timeout_s=0.2)
     assert not results[0].oom_killed

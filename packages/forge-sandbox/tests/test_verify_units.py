@@ -145,13 +145,6 @@ def test_a_file_the_scripts_do_not_name_is_never_read(tmp_path: Path) -> None:
     _error(lambda: parse_rewards(planted_txt, frozenset({"reward.json"})), RewardFileNotFoundError)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known hole (left for the verifier's owner): parse_rewards stands a file named "
-    "'.reward.json-not-read' / '.reward.txt-not-read' in for the reward file it must not read, "
-    "so the code under test can plant that name in /logs/verifier and have it read; it should "
-    "skip the file instead of renaming it",
-)
 @pytest.mark.parametrize(
     ("only", "planted"),
     [({"reward.txt"}, ".reward.json-not-read"), ({"reward.json"}, ".reward.txt-not-read")],

@@ -286,7 +286,9 @@ class DockerSandbox:
         if trailer is not None:
             code = trailer.exit_code
         code = 137 if code is None else code
-        oom = trailer.oom_killed if trailer is not None else code == 137
+        # no report line: the container killed it (137), unless the kill was ours (a timeout:
+        # the wrapper died with the command; 124 says what happened, never "memory")
+        oom = trailer.oom_killed if trailer is not None else code == 137 and not timed_out
         pids_hit = (trailer is None or trailer.pids_hit) and not oom and not timed_out
         file_size = code == SIGXFSZ_STATUS
         for name, hit in (("memory", oom), ("pids", pids_hit), ("file_size", file_size)):

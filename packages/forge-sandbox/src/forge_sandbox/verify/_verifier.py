@@ -114,11 +114,9 @@ def parse_rewards(verifier_dir: Path, only: frozenset[str] = frozenset()) -> dic
     """Read `reward.json` (first) or `reward.txt` from a copied /logs/verifier folder; `only`
     (a task whose scripts name one of them) reads that one alone."""
     json_path, txt_path = verifier_dir / "reward.json", verifier_dir / "reward.txt"
-    if only == {"reward.txt"}:
-        json_path = verifier_dir / ".reward.json-not-read"
-    elif only == {"reward.json"}:
-        txt_path = verifier_dir / ".reward.txt-not-read"
-    if json_path.is_file():
+    read_json = only != {"reward.txt"}  # the file a task's scripts do not name is never read
+    read_txt = only != {"reward.json"}
+    if read_json and json_path.is_file():
         if json_path.stat().st_size == 0:
             raise RewardFileEmptyError(f"reward file is empty: {json_path}")
         try:
@@ -142,7 +140,7 @@ def parse_rewards(verifier_dir: Path, only: frozenset[str] = frozenset()) -> dic
                 )
             _check_range(f"reward.json {key!r}", value)
         return rewards
-    if txt_path.is_file():
+    if read_txt and txt_path.is_file():
         if txt_path.stat().st_size == 0:
             raise RewardFileEmptyError(f"reward file is empty: {txt_path}")
         text = txt_path.read_text(encoding="utf-8", errors="replace")
