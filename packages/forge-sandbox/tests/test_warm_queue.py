@@ -238,3 +238,22 @@ def test_a_sandbox_that_cannot_be_had_is_infrastructure_even_mid_agent(
                                   make_sandbox=Broken))  # fmt: skip
     assert summary.rewards == {"t0": None}  # never scored: not the agent's doing
     assert summary.errors == {"t0": error.__name__}
+
+
+@pytest.mark.usefixtures("isolation")
+def test_an_init_change_with_no_agent_command_is_infrastructure_not_a_zero(
+    tmp_path: Path, make_task, monkeypatch
+) -> None:
+    """NOP runs no command: whatever changed its sandbox's init was not its doing."""
+    from forge_sandbox.local import SandboxInitChangedError
+
+    tasks = _tasks(make_task, 1)
+
+    async def changed(self) -> None:
+        raise SandboxInitChangedError("sandbox init: changed (test)")
+
+    monkeypatch.setattr(LocalSandbox, "check_init", changed)
+    nop = asyncio.run(run_job(tasks, tmp_path / "nop", "nop", warm=0))
+    assert nop.rewards == {"t0": None} and nop.errors == {"t0": "SandboxInitChangedError"}
+    oracle = asyncio.run(run_job(tasks, tmp_path / "oracle", "oracle", warm=0))
+    assert oracle.rewards == {"t0": 0.0} and oracle.errors == {"t0": "AgentCausedFailure"}

@@ -454,8 +454,10 @@ class _PendingSandbox:
         self._getting = getting
         self.spec = spec
         self.waited_s = 0.0  # how long the agent's sandbox calls waited for it (orchestration)
+        self.calls = 0  # the agent's calls into its sandbox (none: nothing there is its doing)
 
     async def _box(self) -> Sandbox:
+        self.calls += 1
         if not self._getting.done():
             began = time.monotonic()
             try:
@@ -539,8 +541,9 @@ async def _run_in_sandbox(
         if isinstance(ready.sandbox, LocalSandbox):
             await ready.sandbox.check_init()
     except (SandboxStateError, SandboxInitChangedError) as exc:
-        if not (getting.done() and not getting.cancelled() and getting.exception() is None):
-            raise  # the sandbox was never had: infrastructure, not the agent's doing
+        had = getting.done() and not getting.cancelled() and getting.exception() is None
+        if not had or pending.calls == 0:
+            raise  # never had, or never touched by the agent: infrastructure, not its doing
         # its sandbox died under its own commands, or they reached its init
         state.times["agent_execution"]["finished_at"] = _now()
         _agent_caused(state, exc)

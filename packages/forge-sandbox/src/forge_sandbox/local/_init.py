@@ -183,6 +183,11 @@ def check_marks(baseline: list[ProcessMark], now: list[ProcessMark]) -> list[str
     return problems
 
 
+def _maps_own_program(mark: ProcessMark) -> bool:
+    """Its executable is among its code mappings (the exec has loaded it)."""
+    return any(line.endswith(" " + mark.exe) for line in mark.code)
+
+
 def read_init(pids: set[int], sandbox_pidns: str) -> list[ProcessMark]:
     """The marks of `pids` (the init leaf's processes); one gone meanwhile is left out."""
     marks = []
@@ -197,11 +202,15 @@ async def mark_init(leaf_pids: Callable[[], set[int]], sandbox_pidns: str) -> li
     check_init compares); a gate: an init traced, dumpable or unfiltered fails the start."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + MARK_TIMEOUT_S
+    seen: list[ProcessMark] = []
     while True:
         marks = await asyncio.to_thread(read_init, leaf_pids(), sandbox_pidns)
         sleeping = [m for m in marks if m.in_sandbox and m.comm == "sleep"]
-        if any(m.settled for m in sleeping):
+        # settled, its own program mapped, and the same in two reads in a row (a read in the
+        # middle of its exec can show the new name before the new code: seen under load)
+        if any(m.settled and _maps_own_program(m) for m in sleeping) and marks == seen:
             break
+        seen = marks
         if sleeping and loop.time() >= deadline:
             break  # a kernel that shows no wait channel: the sleep has had its time
         if loop.time() >= deadline:
