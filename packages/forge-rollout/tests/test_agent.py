@@ -3,6 +3,7 @@
 import asyncio
 import json
 import socket
+import ssl
 import threading
 from dataclasses import dataclass
 
@@ -24,7 +25,8 @@ def bash(command: str) -> str:
 
 
 class ScriptedEndpoint:
-    """A loopback OpenAI-style server answering from a script: str = content, int = HTTP error."""
+    """A loopback OpenAI-style server answering from a script: str = content, int = HTTP error,
+    float = answer after that many seconds."""
 
     def __init__(self, script):
         self.script = list(script)
@@ -36,6 +38,9 @@ class ScriptedEndpoint:
         body = await request.json()
         self.requests.append(body)
         item = self.script.pop(0) if self.script else bash("echo idle")
+        if isinstance(item, float):
+            await asyncio.sleep(item)
+            item = bash("echo late")
         if item == 400:
             err = {
                 "message": "This model's maximum context length is 64 tokens.",
@@ -169,6 +174,32 @@ def test_unreachable_endpoint_is_network_error():
     model = GatewayModel(base_url=f"http://127.0.0.1:{port}/v1", model="m", config=AgentConfig())
     with pytest.raises(NetworkConnectionError, match="check that the gateway"):
         model.query([{"role": "user", "content": "hi"}])
+
+
+def test_episodes_share_one_http_client_and_keep_their_own_timeouts(monkeypatch):
+    """No TLS context (CA bundle load) per episode; each episode's call timeout still holds."""
+    GatewayModel(base_url="http://127.0.0.1:9/v1", model="m", config=AgentConfig())
+    loads = []
+    for name in ("load_verify_locations", "load_default_certs"):
+        original = getattr(ssl.SSLContext, name)
+
+        def counted(self, *args, _original=original, **kwargs):
+            loads.append(1)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(ssl.SSLContext, name, counted)
+    with ScriptedEndpoint([1.5, bash("echo on time")]) as endpoint:
+        quick = GatewayModel(
+            base_url=endpoint.base_url, model="m", config=AgentConfig(request_timeout_s=0.5)
+        )
+        patient = GatewayModel(
+            base_url=endpoint.base_url, model="m", config=AgentConfig(request_timeout_s=30)
+        )
+        with pytest.raises(NetworkConnectionError, match="to answer"):
+            quick.query([{"role": "user", "content": "hi"}])
+        answer = patient.query([{"role": "user", "content": "hi"}])
+    assert "on time" in answer["content"]
+    assert loads == []  # the first model built the process's client; none built another
 
 
 def test_long_output_is_truncated_and_timeouts_reported():
