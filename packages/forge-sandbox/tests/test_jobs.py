@@ -56,6 +56,10 @@ def test_oracle_job_layout_and_harbor_names(tmp_path: Path, fix_add: Path, make_
 
     config = json.loads((job / "config.json").read_text())
     assert config["agents"] == [{"name": "oracle"}] and config["n_concurrent_trials"] == 2
+    assert config["environment"] == {
+        "import_path": "forge_sandbox.harbor:LocalSandboxEnvironment",
+        "forge_sandbox": "forge_sandbox.local._sandbox:LocalSandbox",
+    }
     result = json.loads((job / "result.json").read_text())
     assert result["n_total_trials"] == 2 and result["finished_at"] is not None
     stats = result["stats"]
@@ -173,3 +177,28 @@ def test_a_user_name_on_the_local_backend_is_an_infrastructure_error(
     summary = asyncio.run(run_job(discover_tasks(task.parent), tmp_path / "job", "oracle"))
     assert summary.rewards == {"named-user": None}
     assert summary.errors == {"named-user": "TaskLayoutError"}
+
+
+def test_config_names_the_backend_that_made_the_sandboxes() -> None:
+    """A Docker or Kubernetes job is not recorded as Forge's Harbor environment (local)."""
+    import functools
+
+    from forge_sandbox._trial import environment_config
+    from forge_sandbox.local import LocalSandbox
+
+    class Backend:  # a backend object (as DockerBackend / KubernetesBackend): called per sandbox
+        def __call__(self, spec):
+            raise AssertionError("not started")
+
+    assert environment_config(Backend()) == {
+        "import_path": None,
+        "forge_sandbox": f"{__name__}:test_config_names_the_backend_that_made_the_sandboxes."
+        "<locals>.Backend",
+    }
+    local = environment_config(functools.partial(LocalSandbox, bwrap="bwrap"))
+    assert local["import_path"] == "forge_sandbox.harbor:LocalSandboxEnvironment"
+
+    def factory(spec):
+        raise AssertionError("not started")
+
+    assert environment_config(factory)["import_path"] is None

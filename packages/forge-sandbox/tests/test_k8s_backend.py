@@ -289,6 +289,11 @@ def test_oracle_job_through_kubernetes_scores_and_records(
     assert summary.rewards == {"fix-add": 1.0} and summary.errors == {}
     trial = next((tmp_path / "job").glob("fix-add__*"))
     assert json.loads((trial / "result.json").read_text())["exception_info"] is None
+    for config in (tmp_path / "job" / "config.json", trial / "config.json"):
+        assert json.loads(config.read_text())["environment"] == {
+            "import_path": None,  # not Forge's Harbor environment (the local backend's)
+            "forge_sandbox": "forge_sandbox.kubernetes._backend:KubernetesBackend",
+        }
     created = server.cluster.created[-1]
     assert created.startswith("forge-fix-add-") and len(created) <= 63
 

@@ -27,9 +27,9 @@ from forge_sandbox._errors import SandboxError
 from forge_sandbox._protocol import SandboxFactory
 from forge_sandbox._task import HarborTask
 from forge_sandbox._trial import (
-    ENVIRONMENT_IMPORT_PATH,
     Prepared,
     TrialAgent,
+    environment_config,
     prepare_trial,
     reward_of,
     run_trial,
@@ -170,6 +170,7 @@ async def run_job(
         )
     job_dir = Path(job_dir)
     config = _job_config(tasks, job_dir, agent, attempts, concurrency, verifier_timeout_s)
+    config["environment"] = environment_config(make_sandbox)
     # 1. the job config (or the one being resumed), and the trials already finished
     job_id, started_at, results = _open_job(job_dir, config, resume)
     plan = [(task, k) for task in tasks for k in range(attempts)]
@@ -244,7 +245,6 @@ def _job_config(
         "n_attempts": attempts,
         "n_concurrent_trials": concurrency,
         "agents": [{"name": _agent_name(agent), **getattr(agent, "config_summary", {})}],
-        "environment": {"import_path": ENVIRONMENT_IMPORT_PATH},
         "verifier": {"override_timeout_sec": verifier_timeout_s},
         "tasks": [{"path": str(t.path)} for t in tasks],
     }

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import tempfile
 import time
 import traceback
+import types
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -178,12 +180,26 @@ class _TrialState:
     later: list[Coroutine[Any, Any, None]] = field(default_factory=list)
 
 
+def environment_config(make_sandbox: SandboxFactory) -> dict[str, Any]:
+    """`config.environment`: Harbor's `import_path` where Forge's Harbor environment runs these
+    sandboxes (the local backend), else None; `forge_sandbox`: the factory that made them."""
+    target = make_sandbox.func if isinstance(make_sandbox, functools.partial) else make_sandbox
+    # a class or a function names itself; a backend object (Docker, Kubernetes) its class
+    made_by = target if isinstance(target, type | types.FunctionType) else type(target)
+    local = isinstance(made_by, type) and issubclass(made_by, LocalSandbox)
+    return {
+        "import_path": ENVIRONMENT_IMPORT_PATH if local else None,
+        "forge_sandbox": f"{made_by.__module__}:{made_by.__qualname__}",
+    }
+
+
 def _trial_config(
     task: HarborTask,
     agent: AgentName | TrialAgent,
     trial_dir: Path,
     job_id: str,
     verifier_timeout_s: float | None,
+    make_sandbox: SandboxFactory,
 ) -> dict[str, Any]:
     """The trial's config.json (Harbor TrialConfig field names)."""
     return {
@@ -192,7 +208,7 @@ def _trial_config(
         "trial_name": trial_dir.name,
         "trials_dir": str(trial_dir.parent),
         "agent": {"name": _agent_name(agent), **getattr(agent, "config_summary", {})},
-        "environment": {"import_path": ENVIRONMENT_IMPORT_PATH},
+        "environment": environment_config(make_sandbox),
         "verifier": {"override_timeout_sec": verifier_timeout_s},
         "job_id": job_id,
     }
@@ -633,7 +649,7 @@ async def run_trial(
     without it run_trial awaits it before returning."""
     for part in ("agent", "verifier", "artifacts"):
         (trial_dir / part).mkdir(parents=True, exist_ok=True)
-    config = _trial_config(task, agent, trial_dir, job_id, verifier_timeout_s)
+    config = _trial_config(task, agent, trial_dir, job_id, verifier_timeout_s, make_sandbox)
     atomic_write_json(trial_dir / "config.json", config)
     state = _TrialState()
     started_at = _now()
