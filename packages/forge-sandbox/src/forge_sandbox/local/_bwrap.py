@@ -4,12 +4,14 @@ Init (once per sandbox):
     sh JOIN(init leaf, rlimits) -> [setpriv: drop to the sandbox's host uid] -> bwrap
     --as-pid-1 ... INIT_DIR/sh (pid 1: reaps) -> sleep infinity (both execute-only: see _init)
 Exec (per command):
-    sh JOIN(exec leaf, rlimits) -> python _seccomp_exec.py (no_new_privs + the seccomp filter)
-    -> nsenter -t INIT (all namespaces, its root, cwd, uid/gid) -> env -i ENV... -> COMMAND
+    [spawned by the spawner, _seccomp_exec.py --serve: no_new_privs + the seccomp filter, once
+    per host process] sh JOIN(exec leaf, rlimits) -> nsenter -t INIT (all namespaces, its
+    root, cwd, uid/gid) -> env -i ENV... -> COMMAND
 
 Both get the seccomp filter of forge_sandbox.seccomp (ptrace, process_vm_readv/writev,
 pidfd_getfd and kcmp fail with EPERM): the init through bwrap's `--seccomp FD`, each exec
-through _seccomp_exec.py before nsenter (nsenter joins the init's namespaces, not its filter).
+as children of the spawner that installed it (nsenter joins the init's namespaces, not its
+filter).
 
 Why each bwrap flag (see README): `--unshare-all` (pid, net, ipc, uts, cgroup, mount namespaces:
 no network but a private loopback), `--unshare-user --uid/--gid` (an unprivileged user inside),
@@ -43,7 +45,6 @@ ROOTFS_SKIP = frozenset(
     {"dev", "proc", "sys", "tmp", "run", "workspace", "logs", "tests", "solution", ".forge-init"}
 )
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
-SECCOMP_EXEC = str(Path(__file__).with_name("_seccomp_exec.py"))
 FILTER_HEX = ptrace_filter().hex()  # what every exec installs (bwrap reads the same bytes)
 JOIN_FAILED = "forge-sandbox: joining the cgroup / setting rlimits failed"
 # sh -c JOIN sh N PROCS... NOFILE FSIZE_BLOCKS OOM_ADJ CMD...: join the cgroup leaf, set rlimits
@@ -201,16 +202,10 @@ def exec_argv(
     env: Mapping[str, str],
     command: Sequence[str],
 ) -> list[str]:
-    """Under no_new_privs and the seccomp filter, join the running sandbox's namespaces as its
-    user, with exactly `env`, and run `command`."""
+    """Join the running sandbox's namespaces as its user, with exactly `env`, and run
+    `command` (spawned under no_new_privs and the seccomp filter by _spawner)."""
     namespaces = ["-U", "-m", "-u", "-i", "-n", "-p", "-C"]
     return [
-        tools.python,
-        "-I",
-        "-S",
-        SECCOMP_EXEC,
-        FILTER_HEX,
-        "--",
         tools.nsenter,
         "-t",
         str(init_pid),

@@ -21,7 +21,7 @@ from forge_sandbox._spec import DEFAULT_PATH, ExecResult
 from forge_sandbox.local._bwrap import JOIN_FAILED
 from forge_sandbox.local._cgroups import Cgroup
 from forge_sandbox.local._io import OutputPipe, drain
-from forge_sandbox.local._seccomp_exec import FILTER_FAILED
+from forge_sandbox.local._spawner import Spawned, spawn
 
 DRAIN_GRACE_S = 0.5  # output still arriving after the command exited (background writers)
 
@@ -33,22 +33,21 @@ async def run_in_leaf(
     max_output_bytes: int,
     stdin: IO[bytes] | None = None,
     stdout_sink: IO[bytes] | None = None,
+    filtered: tuple[str, str] | None = None,
 ) -> ExecResult:
-    """Run `argv` (which joins `leaf` before anything else) and report it as an ExecResult."""
+    """Run `argv` (which joins `leaf` before anything else) and report it as an ExecResult.
+
+    `filtered`: (interpreter, filter hex) of the spawner that runs it under no_new_privs and
+    that seccomp filter (_spawner); None: a plain child of this process."""
     out = OutputPipe(max_output_bytes) if stdout_sink is None else None
     err = OutputPipe(max_output_bytes)
     started = time.monotonic()
     timed_out = False
     try:
         # 1. spawn; the wrapper joins the leaf, so every descendant is inside the limits
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=stdin if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=stdout_sink if out is None else out.write_fd,
-            stderr=err.write_fd,
-            env={"PATH": DEFAULT_PATH},
-            start_new_session=True,
-        )
+        sink = out.write_fd if out is not None else stdout_sink
+        assert sink is not None  # a pipe is made exactly when no sink is given
+        proc = await _spawn(argv, stdin, sink, err, filtered)
         pipes = [p for p in (out, err) if p is not None]
         for pipe in pipes:
             await pipe.start_reading()
@@ -73,7 +72,7 @@ async def run_in_leaf(
         _retire(leaf)
     stderr = err.text()
     code = proc.returncode if proc.returncode is not None else -9
-    if code == 125 and (JOIN_FAILED in stderr or FILTER_FAILED in stderr):
+    if code == 125 and JOIN_FAILED in stderr:
         raise SandboxError(
             f"exec: expected the exec's cgroup, rlimits and seccomp filter set; found "
             f"{stderr.strip()!r}; fix: run `forge-sandbox doctor`"
@@ -92,7 +91,31 @@ async def run_in_leaf(
     )
 
 
-async def _kill_tree(leaf: Cgroup, proc: asyncio.subprocess.Process) -> None:
+async def _spawn(
+    argv: Sequence[str],
+    stdin: IO[bytes] | None,
+    stdout: IO[bytes] | int,
+    err: OutputPipe,
+    filtered: tuple[str, str] | None,
+) -> asyncio.subprocess.Process | Spawned:
+    env = {"PATH": DEFAULT_PATH}
+    if filtered is None:
+        return await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=stdin if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=err.write_fd,
+            env=env,
+            start_new_session=True,
+        )
+    with contextlib.ExitStack() as stack:
+        if stdin is None:
+            stdin = stack.enter_context(open(os.devnull, "rb"))
+        out_fd = stdout if isinstance(stdout, int) else stdout.fileno()
+        return await spawn(*filtered, argv, env, [stdin.fileno(), out_fd, err.write_fd])
+
+
+async def _kill_tree(leaf: Cgroup, proc: asyncio.subprocess.Process | Spawned) -> None:
     await asyncio.to_thread(leaf.kill, 10.0, frozenset({proc.pid}))
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(proc.wait(), 2)

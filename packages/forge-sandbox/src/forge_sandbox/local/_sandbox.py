@@ -431,7 +431,13 @@ class LocalSandbox:
         )
         self._leaves.append(leaf)
         result = await run_in_leaf(
-            argv_full, leaf, timeout_s, self.spec.max_output_bytes, stdin, stdout_sink
+            argv_full,
+            leaf,
+            timeout_s,
+            self.spec.max_output_bytes,
+            stdin,
+            stdout_sink,
+            filtered=(self._tools.python, _bwrap.FILTER_HEX),
         )
         self._record(result.oom_killed, result.pids_limit_hit, result.file_size_limit_hit)
         if not leaf.exists():  # retired: nothing of it left to kill
