@@ -55,6 +55,8 @@ def test_children_get_the_filter_their_descriptors_a_session_and_default_signals
     code, out, _ = asyncio.run(_run(["/bin/sh", "-c", "ps -o sid= -p $$; echo $$"], tmp_path))
     sid, pid = out.split()
     assert code == 0 and sid == pid  # a session of its own: a timeout kills its group
+    code, out, _ = asyncio.run(_run(["/bin/sh", "-c", "ls /proc/$$/fd; true"], tmp_path))
+    assert out.split() == [b"0", b"1", b"2"]  # no copy of the spawner's or the host's files
 
 
 def test_a_signal_is_a_negative_returncode_and_a_missing_program_an_error(
@@ -121,6 +123,8 @@ def test_a_sandbox_exec_whose_spawner_died_is_infrastructure_and_the_sandbox_goe
             os.kill(_spawner_pid(), signal.SIGKILL)
             with pytest.raises(SandboxError, match="the exec spawner .* is gone"):
                 await waiting
+            descriptors = await sandbox.exec("ls /proc/$$/fd; true")  # the shell's, not ls's
+            assert descriptors.stdout.split() == ["0", "1", "2"]
             again = await sandbox.exec("echo fine; pgrep -c -x sleep")
             # the killed exec's sleep went with its leaf; the init's own sleep is the one left
             assert again.exit_code == 0 and again.stdout.split() == ["fine", "1"]

@@ -61,9 +61,11 @@ def _send(sock: socket.socket, message: dict) -> None:
 def _spawn(sock: socket.socket) -> bool:
     """One request: spawn its argv on its three descriptors; False when the host has gone."""
     try:
-        data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 3, socket.MSG_CMSG_CLOEXEC)
+        data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 20, 3)
     except ConnectionError:
         return False
+    for fd in fds:  # recv_fds does not pass MSG_CMSG_CLOEXEC on: no copy may reach the exec
+        os.set_inheritable(fd, False)
     if not data:
         return False
     request: object = None
