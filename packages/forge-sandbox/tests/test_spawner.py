@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -107,11 +109,34 @@ def test_execs_from_many_threads_and_event_loops_each_get_their_own_answer(
     }
 
 
-def test_close_all_stops_the_spawner_and_leaves_no_process(tmp_path: Path) -> None:
-    asyncio.run(_run(["/bin/true"], tmp_path))
-    pid = _spawner_pid()
-    _spawner.close_all()
-    assert not Path(f"/proc/{pid}").exists()
+def test_the_spawner_exits_with_its_host_process(tmp_path: Path) -> None:
+    host = (
+        "import asyncio, sys; from forge_sandbox.local import _spawner; "
+        "from forge_sandbox.local._bwrap import FILTER_HEX; "
+        "asyncio.run(_spawner.spawn(sys.executable, FILTER_HEX, ['/bin/true'], {}, [0, 1, 2])); "
+        "(s,) = _spawner._spawners.values(); print(s.process.pid)"
+    )
+    done = subprocess.run(  # no pipe on stderr: the spawner inherits it
+        [sys.executable, "-c", host],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    pid = int(done.stdout)
+    for _ in range(100):  # it reads the closed socket and exits; its parent's init reaps it
+        if not Path(f"/proc/{pid}").exists() or "Z" in _state(pid):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"expected the spawner (pid {pid}) gone after its host exited")
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "Z"
 
 
 @pytest.mark.usefixtures("isolation")

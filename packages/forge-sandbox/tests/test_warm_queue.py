@@ -79,18 +79,19 @@ async def _all_stopped(recorder: Recorder) -> None:
     assert running == [], f"sandboxes left running: {running}"
 
 
+async def _run_recorded(tasks: list[Any], job: Path, recorder: Recorder, warm: int) -> Any:
+    """An oracle job, one trial at a time, on the recorder's sandboxes; all stopped after."""
+    summary = await run_job(tasks, job, "oracle", concurrency=1, warm=warm, make_sandbox=recorder)
+    await _all_stopped(recorder)
+    return summary
+
+
 @pytest.mark.usefixtures("isolation")
 def test_sandboxes_start_ahead_and_every_one_is_stopped(tmp_path: Path, make_task) -> None:
     tasks = _tasks(make_task, 4)
     recorder = Recorder()
 
-    async def go() -> Any:
-        summary = await run_job(tasks, tmp_path / "job", "oracle", concurrency=1, warm=1,
-                                make_sandbox=recorder)  # fmt: skip
-        await _all_stopped(recorder)
-        return summary
-
-    summary = asyncio.run(go())
+    summary = asyncio.run(_run_recorded(tasks, tmp_path / "job", recorder, warm=1))
     assert summary.rewards == {t.name: 1.0 for t in tasks} and not summary.errors
     results = _results(tmp_path / "job")
     assert {r["sandbox_starts"]["agent"] for r in results.values()} == {"warm"}
@@ -121,13 +122,7 @@ def test_a_dead_warm_sandbox_is_replaced_not_used(tmp_path: Path, make_task, whi
     name = trial_name_for(victim) + ("-verify" if which == "verifier" else "")
     recorder = Recorder(kill={name})
 
-    async def go() -> Any:
-        summary = await run_job(tasks, tmp_path / "job", "oracle", concurrency=1, warm=2,
-                                make_sandbox=recorder)  # fmt: skip
-        await _all_stopped(recorder)
-        return summary
-
-    summary = asyncio.run(go())
+    summary = asyncio.run(_run_recorded(tasks, tmp_path / "job", recorder, warm=2))
     assert summary.rewards == {t.name: 1.0 for t in tasks} and not summary.errors
     starts = _results(tmp_path / "job")[victim]["sandbox_starts"]
     assert starts[which].startswith("replaced: SandboxStateError")

@@ -10,7 +10,7 @@ same (sh JOIN -> nsenter -> env -i -> COMMAND).
 Started on first use, one per (interpreter, filter) and per host process; started again after
 it died, when the execs it was waiting on fail as SandboxError (infrastructure, never the
 agent's). Thread-safe, usable from any event loop. It exits when the host closes its socket
-(the host process exits, or `close_all`).
+(the host process exits).
 """
 
 from __future__ import annotations
@@ -205,12 +205,3 @@ async def spawn(
         spawner = await asyncio.to_thread(_start, python, program_hex)
     started, exited = spawner.spawn(argv, env, fds)
     return Spawned(await asyncio.wrap_future(started), exited)
-
-
-def close_all() -> None:
-    """Stop this process's spawners (their running execs are not touched)."""
-    with _lock:
-        spawners = [s for s in _spawners.values() if s.owner == os.getpid()]
-        _spawners.clear()
-    for spawner in spawners:
-        spawner.close()
