@@ -190,6 +190,43 @@ def test_the_change_travels_sources_and_modes_not_bytecode_git_or_tmp(
         assert "pkg/café -x.py" in carried.entries and "-gone dash.py" not in carried.entries
 
 
+@pytest.mark.parametrize(
+    "unreadable", ["", "chmod 000 pkg/mod.py", "chmod 000 pkg"], ids=["readable", "file", "folder"]
+)
+def test_the_after_manifest_clears_tmp_and_fails_on_a_tree_the_agent_made_unreadable(
+    tmp_path: Path, unreadable: str
+) -> None:
+    """One walk lists, hashes and finds the candidates: a file or folder the agent made
+    unreadable fails it as the agent's doing (ChangeError: scored 0), never a manifest that
+    silently lacks it; what it left in /tmp (any name) is removed, the mark kept."""
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "mod.py").write_text("x = 1\n")
+    junk = "touch /tmp/a '/tmp/*' /tmp/.h /tmp/..x && mkdir -p /tmp/d/e && ln -s / /tmp/l"
+
+    async def go() -> tuple[Manifest | ChangeError, str]:
+        async with LocalSandbox(SandboxSpec(workspace=repo)) as box:
+            before = await take_manifest(box, tmp_path, after_agent=False)
+            assert set(before.entries) == {"pkg", "pkg/mod.py"}
+            command = "echo 2 > new.py && " + junk + (f" && {unreadable}" if unreadable else "")
+            assert (await box.exec(["sh", "-c", command])).exit_code == 0
+            try:
+                after: Manifest | ChangeError = await take_manifest(box, tmp_path, after_agent=True)
+            except ChangeError as exc:
+                after = exc
+            left = (await box.exec(["ls", "-A", "/tmp"])).stdout.split()
+            return after, left
+
+    after, left = asyncio.run(go())
+    assert sorted(left) == [".forge-before", ".forge-transfer"]
+    if unreadable:
+        assert isinstance(after, ChangeError) and "unreadable" in str(after)
+        return
+    assert isinstance(after, Manifest) and set(after.entries) == {"pkg", "pkg/mod.py", "new.py"}
+    with tarfile.open(tmp_path / "after" / _transfer.CANDIDATES_TAR) as packed:
+        assert packed.getnames() == ["new.py"]  # only what changed since the mark
+
+
 # -- the listed tests, read from the output ----------------------------------------------------
 
 UNITTEST = """\

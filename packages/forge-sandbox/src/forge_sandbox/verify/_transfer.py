@@ -54,38 +54,49 @@ EXCLUDED = (
 )
 MAX_CHANGE_MB = 256
 _PRUNE = " -o ".join(f"-name {shlex.quote(name)}" for name in EXCLUDED)
-_FIND = f"find . \\( {_PRUNE} \\) -prune -o"
 _ENTRY = "'%y\\0%m\\0%P\\0%l\\0'"  # type, mode, path, link target: NUL-separated
-MANIFEST_SCRIPT = (
-    f"set -e; umask 077; rm -rf {STAGE}; mkdir -p {STAGE}; pwd -P > {STAGE}/workdir; "
-    f"{_FIND} \\( -type f -o -type d -o -type l \\) -printf {_ENTRY} > {STAGE}/entries; "
-    f"{_FIND} -type f -print0 | xargs -0 -r sha256sum -b -z -- > {STAGE}/hashes; "
+# One walk of the tree writes the entries, hashes the files (sha256sum's output is the walk's)
+# and, after the agent, lists the candidates: every path whose status changed since the mark
+# (ctime: set by any write, chmod, rename or `touch -d`, never by a user to the past).
+_WALK = (
+    f"find . -mindepth 1 \\( {_PRUNE} \\) -prune -o \\( -type f -o -type d -o -type l \\) "
+    f"-fprintf {STAGE}/entries {_ENTRY} {{changed}}"
+    f"\\( -type f -exec sha256sum -b -z -- {{{{}}}} + \\) > {STAGE}/hashes; "
 )
-MANIFEST_TAR = f"tar -c -f {STAGE}/manifest.tar -C {STAGE} workdir entries hashes"
+_CHANGED = f"\\( -cnewer {BEFORE}/mark -fprintf {STAGE}/changed '%P\\0' -o -true \\) "
+_STAGE = (
+    f"set -e; umask 077; if [ -e {STAGE} ]; then rm -rf {STAGE}; fi; mkdir -p {STAGE}; "
+    f"pwd -P > {STAGE}/workdir; "
+)
+# before the agent: the tree, then a mark of the time, kept outside the stage (never travels)
+MANIFEST_BEFORE = _STAGE + _WALK.format(changed="") + f"mkdir -p {BEFORE} && touch {BEFORE}/mark; "
+# after it: the candidates packed with the manifest, the change is taken from them when they
+# hold all of it (else carry_change packs the change); no mark (removed): no candidates
+MANIFEST_AFTER = (
+    _STAGE
+    + f"if [ -e {BEFORE}/mark ]; then {_WALK.format(changed=_CHANGED)}"
+    + f"tar -c -f {STAGE}/candidates.tar --hard-dereference --null --no-recursion "
+    + f'-T {STAGE}/changed && [ "$(stat -c %s {STAGE}/candidates.tar)" -le '
+    + f"{MAX_CHANGE_MB * 1024 * 1024} ] || rm -f {STAGE}/candidates.tar; "
+    + f"else {_WALK.format(changed='')}fi; "
+)
+# the manifest's files, the candidates with them when taken
+MANIFEST_TAR = (
+    f"set -- workdir entries hashes; [ ! -e {STAGE}/candidates.tar ] || "
+    f'set -- "$@" candidates.tar; tar -c -f {STAGE}/manifest.tar -C {STAGE} "$@"'
+)
 # printed when it fits the exec's output (one command, no download: most trees); `{then}`:
 # what follows a print (the before manifest's stage goes in the same command)
 PRINT = (
     f'; if [ "$(stat -c %s {STAGE}/manifest.tar)" -le {{fits}} ]; then '
     f"base64 -w 0 {STAGE}/manifest.tar{{then}}; fi"
 )
-# before the agent: a mark of the time, kept outside the stage (never travels)
-MARK = f"mkdir -p {BEFORE} && touch {BEFORE}/mark; "
-# after it: every path whose status changed since the mark (ctime: set by any write, chmod,
-# rename or `touch -d`, never by a user to the past) packed with the manifest: the candidates
-# the change is taken from when they hold all of it (else carry_change packs the change)
-CANDIDATES = (
-    f"if [ -e {BEFORE}/mark ]; then "
-    f"find . -mindepth 1 \\( {_PRUNE} \\) -prune -o \\( -type f -o -type d -o -type l \\) "
-    f"-cnewer {BEFORE}/mark -printf '%P\\0' > {STAGE}/changed && "
-    f"tar -c -f {STAGE}/candidates.tar --hard-dereference --null --no-recursion "
-    f'-T {STAGE}/changed && [ "$(stat -c %s {STAGE}/candidates.tar)" -le '
-    f"{MAX_CHANGE_MB * 1024 * 1024} ] || rm -f {STAGE}/candidates.tar; fi; "
-)
-
-
+# what the agent left in /tmp never travels: removed for room (shell built-ins unless there is
+# something to remove), the mark kept
 CLEAR_TMP = (
-    'case "$(pwd -P)/" in /tmp/*) ;; *) find /tmp -mindepth 1 -maxdepth 1 '
-    f"! -name {BEFORE.rsplit('/', 1)[1]} -exec rm -rf -- {{}} + 2>/dev/null;; esac; "
+    'case "$(pwd -P)/" in /tmp/*) ;; *) for f in /tmp/* /tmp/.[!.]* /tmp/..?*; do '
+    f'[ "$f" != {BEFORE} ] && {{ [ -e "$f" ] || [ -L "$f" ]; }} && rm -rf -- "$f" 2>/dev/null; '
+    "done;; esac; "
 )
 
 
@@ -166,12 +177,11 @@ async def take_manifest(sandbox: Sandbox, scratch: Path, *, after_agent: bool) -
     the agent it is the task's image (a SandboxError naming the tools it needs)."""
     fits = sandbox.spec.max_output_bytes * 3 // 4 - 4096  # base64 is 4/3 of the bytes
     if after_agent:  # what it left in /tmp never travels: room for the manifest
-        packed = f" $([ -e {STAGE}/candidates.tar ] && echo candidates.tar)"
         printed = PRINT.format(fits=fits, then="")
-        script = CLEAR_TMP + MANIFEST_SCRIPT + CANDIDATES + MANIFEST_TAR + packed + printed
+        script = CLEAR_TMP + MANIFEST_AFTER + MANIFEST_TAR + printed
     else:  # printed, its stage is removed in the same command
         printed = PRINT.format(fits=fits, then=f" && rm -rf {STAGE}")
-        script = MANIFEST_SCRIPT + MARK + MANIFEST_TAR + printed
+        script = MANIFEST_BEFORE + MANIFEST_TAR + printed
     run = await sandbox.exec(["sh", "-c", script], cwd=None)
     if run.exit_code != 0:
         why = f"exit {run.exit_code}: {run.stderr.strip()[-300:]!r}"
