@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from forge_sandbox import discover_tasks, run_job
+from forge_sandbox import discover_tasks, load_task, run_job
 from forge_sandbox.cli import main
 
 TRIAL_FIELDS = {
@@ -202,3 +202,53 @@ def test_config_names_the_backend_that_made_the_sandboxes() -> None:
         raise AssertionError("not started")
 
     assert environment_config(factory)["import_path"] is None
+
+
+@pytest.mark.usefixtures("isolation")
+def test_a_jobs_files_are_written_off_the_event_loop(
+    tmp_path: Path, fix_add: Path, monkeypatch
+) -> None:
+    """Every file a trial writes is two fsyncs; on the event loop's thread each would stall
+    every other trial of the job. The job's result.json, the trial's config, result and
+    change audit, and the verifier's outputs are written from worker threads, each file
+    whole (the job's result.json ends with every trial)."""
+    import threading
+
+    from forge_gates import files
+    from forge_sandbox import _job, _trial
+    from forge_sandbox.verify import _verifier
+
+    loop_threads: set[int] = set()
+    written: list[tuple[str, bool]] = []
+    real = files.atomic_write_bytes
+
+    def spy(path, data):
+        where = f"{Path(path).parent.name}/{Path(path).name}"
+        written.append((where, threading.get_ident() in loop_threads))
+        return real(path, data)
+
+    def text(path, value):
+        return spy(path, value.encode("utf-8"))
+
+    def as_json(path, obj):
+        return text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+    for module in (_job, _trial, _verifier):
+        for name, fake in (("atomic_write_json", as_json), ("atomic_write_text", text)):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, fake)
+
+    async def go():
+        loop_threads.add(threading.get_ident())
+        job = tmp_path / "job"
+        return await run_job([load_task(fix_add)], job, "oracle", attempts=2, concurrency=2)
+
+    summary = asyncio.run(go())
+    assert set(summary.rewards.values()) == {1.0}
+    names = {where.split("/")[1] for where, _ in written if not where.startswith("job/")}
+    assert {"config.json", "result.json", "change-audit.json", "test-stdout.txt"} <= names
+    assert sum(where == "job/result.json" for where, _ in written) == 4  # start, 2 trials, end
+    on_loop = sorted({where for where, on in written if on})
+    assert on_loop == ["job/config.json", "job/result.json"]  # the job's start and its end
+    job = json.loads((tmp_path / "job" / "result.json").read_text())
+    assert job["n_total_trials"] == 2 and len(list((tmp_path / "job").glob("*/result.json"))) == 2

@@ -185,6 +185,7 @@ async def run_job(
     starting = asyncio.Semaphore(concurrency)  # warm starts at once, in schedule order (the
     # first trials' sandboxes are not slowed by the later ones')
     stops: list[asyncio.Future[None]] = []
+    writing = asyncio.Lock()  # the job's result.json
 
     # 2. every remaining trial, `concurrency` at a time; result.json is refreshed after each
     async def one(task: HarborTask, attempt: int) -> None:
@@ -207,10 +208,9 @@ async def run_job(
                 if warm_start is not None:
                     await warm_start.discard_untaken()
         results.append(result)
-        atomic_write_json(
-            job_dir / "result.json",
-            _job_result(job_id, started_at, total, results, False, concurrency),
-        )
+        async with writing:  # off the event loop, one at a time, each with every result so far
+            summary = _job_result(job_id, started_at, total, results, False, concurrency)
+            await asyncio.to_thread(atomic_write_json, job_dir / "result.json", summary)
         if progress is not None:
             progress(len(results), total, result)
 

@@ -307,7 +307,9 @@ async def _carry(
         try:
             await carry_change(agent_box, fresh, state.change, before.workdir, scratch)
         finally:
-            _write_change_audit(state.change, scratch / "change.tar", trial_dir)
+            await asyncio.to_thread(
+                _write_change_audit, state.change, scratch / "change.tar", trial_dir
+            )
     except (ChangeError, SandboxError) as exc:
         # a change it made uncarriable, or its sandbox dead under its own commands (`kill -9`
         # of its init, its memory hog taking it down); any other backend failure: infrastructure
@@ -650,7 +652,8 @@ async def run_trial(
     for part in ("agent", "verifier", "artifacts"):
         (trial_dir / part).mkdir(parents=True, exist_ok=True)
     config = _trial_config(task, agent, trial_dir, job_id, verifier_timeout_s, make_sandbox)
-    atomic_write_json(trial_dir / "config.json", config)
+    # files are written off the event loop (each is two fsyncs: other trials go on meanwhile)
+    await asyncio.to_thread(atomic_write_json, trial_dir / "config.json", config)
     state = _TrialState()
     started_at = _now()
     try:
@@ -664,7 +667,7 @@ async def run_trial(
         raise
     finished_at = _now()
     result = _trial_result(task, agent, trial_dir, config, state, started_at, finished_at)
-    atomic_write_json(trial_dir / "result.json", result)
+    await asyncio.to_thread(atomic_write_json, trial_dir / "result.json", result)
     if cleanup is None:
         await _stop_all(state.later)
     else:

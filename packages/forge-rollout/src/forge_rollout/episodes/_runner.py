@@ -104,8 +104,8 @@ class MiniSweAgent:
             env.cancelled = True
             raise
         finally:
-            atomic_write_json(trial_dir / "agent" / "trajectory.json", agent.serialize())
-            self._copy_traces(session_id, trial_dir)
+            trajectory = agent.serialize()
+            await asyncio.to_thread(self._write_logs, trajectory, session_id, trial_dir)
         # 3. the report, and the outcome class of how it ended
         exit_status = result.get("exit_status", "")
         report = AgentReport(
@@ -125,7 +125,9 @@ class MiniSweAgent:
             )
         return report
 
-    def _copy_traces(self, session_id: str, trial_dir: Path) -> None:
+    def _write_logs(self, trajectory: dict[str, Any], session_id: str, trial_dir: Path) -> None:
+        """The trajectory and the session's traces (off the event loop: other trials go on)."""
+        atomic_write_json(trial_dir / "agent" / "trajectory.json", trajectory)
         if self.traces_dir is None:
             return
         source = self.traces_dir / f"{session_id}.jsonl"

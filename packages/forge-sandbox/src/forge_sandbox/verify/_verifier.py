@@ -13,6 +13,7 @@ A reward without evidence (0 or 1: fail closed) is `VerifierNoEvidenceError`, in
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import tempfile
@@ -205,6 +206,11 @@ def _check_run(run: ExecResult, sandbox: Sandbox, timeout: float) -> None:
         )
 
 
+def _write_outputs(out: Path, run: ExecResult) -> None:
+    atomic_write_text(out / "test-stdout.txt", run.stdout)
+    atomic_write_text(out / "test-stderr.txt", run.stderr)
+
+
 def _grade_listed(
     task: HarborTask,
     run: ExecResult,
@@ -272,8 +278,7 @@ async def run_verifier(
     with tempfile.TemporaryDirectory(prefix="forge-verifier-") as scratch:
         out = Path(logs_dir) if logs_dir is not None else Path(scratch) / "verifier"
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "test-stdout.txt", run.stdout)
-        atomic_write_text(out / "test-stderr.txt", run.stderr)
+        await asyncio.to_thread(_write_outputs, out, run)
         _check_run(run, sandbox, timeout)
         # 4. /logs/verifier -> out, then 5. the reward
         try:
@@ -286,8 +291,10 @@ async def run_verifier(
         if evidence is None and require_evidence:
             raise _no_evidence(rewards, run.output_truncated)
         if evidence is not None:
-            atomic_write_json(
-                out / "evidence.json", {"schema_version": EVIDENCE_SCHEMA, **evidence.model_dump()}
+            await asyncio.to_thread(
+                atomic_write_json,
+                out / "evidence.json",
+                {"schema_version": EVIDENCE_SCHEMA, **evidence.model_dump()},
             )
         # 7. a task that lists its tests: each must be seen passing on the pipe we read
         report, rewards = _grade_listed(task, run, sandbox, rewards, out)
