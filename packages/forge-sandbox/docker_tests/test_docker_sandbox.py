@@ -12,6 +12,7 @@ import pytest
 
 from forge_sandbox import SandboxPathError, SandboxSpec, SandboxStateError
 from forge_sandbox.docker import ContainerDiedError, DockerBackend
+from forge_sandbox.testing.conformance import check_extract
 
 BASE_IMAGE = os.environ.get("FORGE_DOCKER_BASE", "forge-base:bookworm")  # conftest checks it
 
@@ -80,6 +81,7 @@ def test_files_round_trip_binary_and_escapes_are_refused(
             owner = await sandbox.exec("stat -c %u /tmp/up/sub/all.bin; id -u")
             first, second = owner.stdout.split()
             assert first == second  # owned by the exec user
+            await check_extract(sandbox, tmp_path)
 
     run(main())
 

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from forge_sandbox import LocalSandbox, SandboxSpec, load_task, run_job
+from forge_sandbox.testing.conformance import check_extract
 from forge_sandbox.verify import _transfer
 from forge_sandbox.verify._testlist import check_listed, listed_tests
 from forge_sandbox.verify._transfer import (
@@ -188,6 +189,49 @@ def test_the_change_travels_sources_and_modes_not_bytecode_git_or_tmp(
     assert len(manifests) == (0 if printed else 3)  # before, after, the check of the result
     if odd:
         assert "pkg/café -x.py" in carried.entries and "-gone dash.py" not in carried.entries
+
+
+def test_extract_unpacks_in_one_call_with_modes_and_the_exec_users_ownership(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        async with LocalSandbox() as box:
+            await check_extract(box, tmp_path)
+
+    asyncio.run(go())
+
+
+def test_a_change_without_deletions_reaches_the_fresh_sandbox_in_one_call(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The fresh sandbox gets the checked archive through `extract` alone: no upload staged
+    in its /tmp, no exec to unpack it (a round trip saved per trial: a pod exec on a cluster)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("x = 1\n")
+    calls: list[str] = []
+
+    async def go() -> dict[str, Entry]:
+        spec = SandboxSpec(workspace=repo)
+        async with LocalSandbox(spec) as box, LocalSandbox(spec) as fresh:
+            before = await take_manifest(box, tmp_path, after_agent=False)
+            await box.exec(["sh", "-c", "echo 'x = 2' > a.py && mkdir -p b && echo y > b/c.py"])
+            after = await take_manifest(box, tmp_path, after_agent=True)
+            for name in ("exec", "upload", "extract"):
+                real = getattr(fresh, name)
+
+                def spy(*args, _name=name, _real=real, **kwargs):
+                    calls.append(_name)
+                    return _real(*args, **kwargs)
+
+                monkeypatch.setattr(fresh, name, spy)
+            await carry_change(box, fresh, diff_manifests(before, after), before.workdir, tmp_path)
+            monkeypatch.undo()
+            return (await take_manifest(fresh, tmp_path, after_agent=False)).entries
+
+    carried = asyncio.run(go())
+    assert calls == ["extract"]
+    assert {p: e.kind for p, e in carried.items()} == {"a.py": "f", "b": "d", "b/c.py": "f"}
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from forge_sandbox.kubernetes import (
     PodPendingTimeoutError,
 )
 from forge_sandbox.testing._fake_state import HttpFault
+from forge_sandbox.testing.conformance import check_extract
 from forge_sandbox.testing.kubernetes_api import FakeApiServer
 
 pytestmark = pytest.mark.usefixtures("isolation")
@@ -112,6 +113,7 @@ def test_files_are_binary_safe_and_traversal_is_refused(
                 await sandbox.download("/tmp/evil", tmp_path / "evil")
             with pytest.raises(SandboxPathError):
                 await sandbox.upload(tmp_path / "up", "/tmp/../etc")
+            await check_extract(sandbox, tmp_path)
 
     run(go())
 

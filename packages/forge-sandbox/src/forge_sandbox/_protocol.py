@@ -58,6 +58,13 @@ class Sandbox(Protocol):
         """Copy a host file or directory to `sandbox_path` (absolute, no `..`)."""
         ...
 
+    async def extract(self, archive: str | os.PathLike[str], sandbox_dir: str) -> None:
+        """Unpack a host tar archive into the existing folder `sandbox_dir` (absolute), its
+        members' modes kept, owned by the exec user: one round trip (the agent's change into
+        the fresh verifier sandbox). The caller has checked the members; a failure raises
+        SandboxTransferError."""
+        ...
+
     async def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
         """Copy a sandbox file or directory to `local_path`, refusing escaping entries."""
         ...

@@ -499,6 +499,9 @@ class _PendingSandbox:
     async def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
         await (await self._box()).download(sandbox_path, local_path)
 
+    async def extract(self, archive: str | os.PathLike[str], sandbox_dir: str) -> None:
+        await (await self._box()).extract(archive, sandbox_dir)
+
     async def kill_processes(self) -> KillReport:
         return await (await self._box()).kill_processes()
 

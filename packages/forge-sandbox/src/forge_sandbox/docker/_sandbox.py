@@ -371,6 +371,22 @@ class DockerSandbox:
                 "an existing folder (/tmp, /logs, /tests, /solution, the workdir)"
             ) from exc
 
+    async def extract(self, archive: str | os.PathLike[str], sandbox_dir: str) -> None:
+        """Unpack a host tar into the folder `sandbox_dir` (the archive API: the daemon keeps
+        the members' modes; every member owned by the exec user)."""
+        self._require_running()
+        target = check_sandbox_path(sandbox_dir, allow_root=True)
+        data = await asyncio.to_thread(lambda: owned_by(Path(archive).read_bytes(), *self._uid_gid))
+        try:
+            await asyncio.to_thread(self.api.put_archive, self._id, target, data)
+        except Exception as exc:
+            await self._check_alive("extract")
+            raise SandboxTransferError(
+                f"extract {archive} -> {target}: expected the daemon to unpack it in "
+                f"{self.name}; found {type(exc).__name__}: {str(exc)[:300]}; fix: extract into "
+                "an existing folder (the workdir, /tmp)"
+            ) from exc
+
     async def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
         """Copy a container file or folder to `local_path` (binary tar; members checked)."""
         self._require_running()

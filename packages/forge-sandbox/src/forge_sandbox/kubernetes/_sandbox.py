@@ -513,6 +513,27 @@ class KubernetesSandbox:
                 "fix: upload below a writable folder (/workspace, /tmp, /logs, /tests, /solution)"
             )
 
+    async def extract(self, archive: str | os.PathLike[str], sandbox_dir: str) -> None:
+        """Unpack a host tar into the folder `sandbox_dir` over exec, as the exec user, modes
+        kept."""
+        target = check_sandbox_path(sandbox_dir, allow_root=True)
+        data = await asyncio.to_thread(Path(archive).read_bytes)
+        script = 'head -c "$2" | tar -x -p -f - -C "$1" --no-same-owner'
+        result = await self._exec_argv(
+            ["/bin/sh", "-c", script, "sh", target, str(len(data))],
+            "/",
+            self.spec.base_env(),
+            self.spec.exec_timeout_s,
+            data,
+            64 * 1024,
+        )
+        if result.exit_code != 0:
+            raise SandboxTransferError(
+                f"extract {archive} -> {target}: expected tar to unpack it in pod "
+                f"{self.pod_name}; found exit {result.exit_code}: {result.stderr.strip()[:300]!r}; "
+                "fix: extract into an existing, writable folder (the workdir, /tmp)"
+            )
+
     async def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
         """Copy a pod file or folder to `local_path` (binary-safe tar; members checked)."""
         source = check_sandbox_path(sandbox_path)

@@ -56,6 +56,7 @@ from forge_sandbox.seccomp import ptrace_filter
 
 DEFAULT_HOST_UID = 100_000
 WRITABLE_FIX = "upload below a writable folder (/workspace, /tmp, /logs, /tests, /solution)"
+EXTRACT_SCRIPT = 'exec tar -x -p -f - -C "$1" --no-same-owner'  # modes kept (-p), not owners
 EXEC_OOM_SCORE_ADJ = 500  # the OOM killer takes an exec's process before the sandbox's init
 USERNS_HINT = (
     "fix: allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0; Ubuntu >= "
@@ -513,6 +514,24 @@ class LocalSandbox:
             raise SandboxTransferError(
                 f"upload {local_path} -> {target}: expected tar to succeed; found exit "
                 f"{result.exit_code}: {result.stderr.strip()!r}; fix: "
+                + (_limit_fix(result, self.spec) or WRITABLE_FIX)
+            )
+
+    async def extract(self, archive: str | os.PathLike[str], sandbox_dir: str) -> None:
+        """Unpack a host tar into the folder `sandbox_dir` as the exec user, modes kept."""
+        target = check_sandbox_path(sandbox_dir, allow_root=True)
+        with open(archive, "rb") as data:
+            result = await self._run(
+                ["/bin/sh", "-c", EXTRACT_SCRIPT, "sh", target],
+                "/",
+                self.spec.base_env(),
+                self.spec.exec_timeout_s,
+                stdin=data,
+            )
+        if result.exit_code != 0:
+            raise SandboxTransferError(
+                f"extract {archive} -> {target}: expected tar to unpack it; found exit "
+                f"{result.exit_code}: {result.stderr.strip()[-300:]!r}; fix: "
                 + (_limit_fix(result, self.spec) or WRITABLE_FIX)
             )
 

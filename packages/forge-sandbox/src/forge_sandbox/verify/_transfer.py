@@ -331,35 +331,37 @@ async def carry_change(
     source: Sandbox, target: Sandbox, change: Change, workdir: str, scratch: Path
 ) -> None:
     """Copy `change` from `source` (the agent's sandbox) into `target` (the fresh one) at
-    `workdir`: delete first, then unpack the checked archive with its modes. Short, plain
-    path lists travel on the command line (fewer round trips: 4 in the common case)."""
-    steps, args = [], []
+    `workdir`: delete first (short, plain path lists on the command line), then unpack the
+    checked archive with its modes (`extract`: one round trip, nothing staged in `target`)."""
     try:
         if change.copy:
             candidates = scratch / "after" / CANDIDATES_TAR
             if not _change_from(candidates, change, scratch / "change.tar"):
                 await _pack_change(source, change, scratch)
-            await target.upload(scratch / "change.tar", CHANGE_TAR)
-    except SandboxTransferError as exc:  # tar failed in a sandbox on the change itself
+    except SandboxTransferError as exc:  # tar failed in its sandbox on the change itself
         raise ChangeError(
-            f"agent's change: expected its archive to copy out of its sandbox and into the "
-            f"fresh one; found {exc} (a change too large for the sandbox's storage_mb, or "
-            "unreadable files); scored 0"
+            f"agent's change: expected its archive to copy out of its sandbox; found {exc} "
+            "(unreadable files, or a change too large for the sandbox's storage_mb); scored 0"
         ) from exc
-    if change.delete and _as_argv(change.delete):
-        steps.append('rm -rf -- "$@"')
-        args = list(change.delete)
-    elif change.delete:
-        doomed = scratch / "delete.list"
-        doomed.write_bytes(_nul_list(change.delete))
-        await target.upload(doomed, DELETE_LIST)
-        steps.append(f"xargs -0 -r rm -rf -- < {DELETE_LIST}")
+    if change.delete:
+        if _as_argv(change.delete):
+            argv = ["sh", "-c", 'rm -rf -- "$@"', "sh", *change.delete]
+        else:
+            doomed = scratch / "delete.list"
+            doomed.write_bytes(_nul_list(change.delete))
+            await target.upload(doomed, DELETE_LIST)
+            argv = ["sh", "-c", f"xargs -0 -r rm -rf -- < {DELETE_LIST} && rm -f {DELETE_LIST}"]
+        run = await target.exec(argv, cwd=workdir)
+        if run.exit_code != 0:
+            raise ChangeError(
+                f"agent's change: expected its deletions done in the fresh sandbox's {workdir}; "
+                f"found exit {run.exit_code}: {run.stderr.strip()[-300:]!r}; scored 0"
+            )
     if change.copy:
-        steps.append(f"tar -x -p -f {CHANGE_TAR} --no-same-owner")
-    steps.append(f"rm -f {CHANGE_TAR} {DELETE_LIST}")
-    run = await target.exec(["sh", "-c", " && ".join(steps), "sh", *args], cwd=workdir)
-    if run.exit_code != 0:
-        raise ChangeError(
-            f"agent's change: expected it to unpack in the fresh sandbox's {workdir}; found "
-            f"exit {run.exit_code}: {run.stderr.strip()[-300:]!r}; scored 0"
-        )
+        try:
+            await target.extract(scratch / "change.tar", workdir)
+        except SandboxTransferError as exc:
+            raise ChangeError(
+                f"agent's change: expected it to unpack in the fresh sandbox's {workdir}; found "
+                f"{exc} (a change too large for the sandbox's storage_mb?); scored 0"
+            ) from exc
