@@ -35,6 +35,7 @@ class Reply:
     exit_code: int = 0
     counters: tuple[str, str, str, str] | None = ("3", "3", "0", "0")  # None: no report line
     hang: bool = False  # runs until the exec's marker is killed
+    broken: bool = False  # the stream fails (a reset) after what it carried
     stuck: bool = False  # and a detached process holds its stream open past the kill
 
 
@@ -45,14 +46,16 @@ def _frame(stream: int, data: bytes) -> bytes:
 class _Stream:
     """The exec's socket: the frames, then EOF; a hanging exec's EOF waits for its kill."""
 
-    def __init__(self, data: bytes, release: threading.Event | None) -> None:
-        self.data, self.release = data, release
+    def __init__(self, data: bytes, release: threading.Event | None, broken: bool = False) -> None:
+        self.data, self.release, self.broken = data, release, broken
         self.shutdowns = 0
 
     def recv(self, size: int) -> bytes:
         if self.data:
             chunk, self.data = self.data[:size], self.data[size:]
             return chunk
+        if self.broken:
+            raise ConnectionResetError("connection reset by peer")
         if self.release is not None:
             self.release.wait(10)
         return b""
@@ -120,7 +123,9 @@ class FakeAPI:
         if release is not None:
             self.hung.append((exec_id, release))
         self.execs[exec_id].update(
-            stream=_Stream(data, release), exit_code=reply.exit_code, stuck=reply.stuck
+            stream=_Stream(data, release, reply.broken),
+            exit_code=reply.exit_code,
+            stuck=reply.stuck,
         )
         return {"Id": exec_id}
 
@@ -237,6 +242,23 @@ def test_without_a_report_the_exit_code_decides_and_pids_count_as_hit() -> None:
     assert (gone.exit_code, gone.oom_killed, gone.pids_limit_hit) == (137, True, False)
     assert (crash.exit_code, crash.oom_killed, crash.pids_limit_hit) == (2, False, True)
     assert report.limits_hit == ["memory", "pids"]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(stdout=b"PASSED t.py::test_a\n", exit_code=0, counters=None),
+        Reply(stdout=b"PASSED t.py::test_a\n", exit_code=0, counters=None, broken=True),
+        Reply(stdout=b"partial", exit_code=1, counters=None, broken=True),
+    ],
+    ids=["ended-early", "reset", "reset-nonzero"],
+)
+def test_a_stream_that_lost_the_report_is_a_daemon_error_never_an_outcome(reply) -> None:
+    """The wrapper exits 0 only after its report line: exit 0 without it, or a stream that
+    broke, means output was lost. Read as an outcome, a verifier's lost test lines would
+    score a fix 0 (no evidence: the change's doing); it is the daemon's failure instead."""
+    with pytest.raises(DockerDaemonError, match="expected its whole output"):
+        _exec_in({"x": reply}, "x")
 
 
 def test_a_missing_report_from_a_dead_container_is_its_death() -> None:
@@ -466,7 +488,7 @@ def test_the_reader_thread_never_keeps_the_process_alive(monkeypatch) -> None:
 
 
 def test_a_report_line_means_the_container_is_not_inspected() -> None:
-    sandbox, api = _started({"x": Reply(), "y": Reply(counters=None)})
+    sandbox, api = _started({"x": Reply(), "y": Reply(exit_code=2, counters=None)})
     before = api.containers_inspected
     asyncio.run(sandbox.exec("x"))
     assert api.containers_inspected == before

@@ -34,6 +34,7 @@ from forge_sandbox.docker._errors import (
     ContainerDiedError,
     ContainerOOMKilledError,
     ContainerStartError,
+    DockerDaemonError,
     DockerError,
     map_docker_error,
 )
@@ -283,6 +284,15 @@ class DockerSandbox:
         stderr, trailer = _exec.split_trailer(bytes(streamed.stderr), nonce)
         if trailer is None and not timed_out:
             await self._check_alive("exec")  # a dead container is the better explanation
+            if streamed.error is not None or code == 0:
+                # the wrapper exits 0 only after its report: the stream lost output, and an
+                # exec read from part of its output (a verifier's test lines) must not count
+                raise DockerDaemonError(
+                    f"exec in {self.name}: expected its whole output and the wrapper's report; "
+                    f"found the stream ended without it ({streamed.error!r}, exit {code}, "
+                    f"{len(streamed.stdout)} stdout bytes); fix: check the Docker daemon (its "
+                    "log, a full disk); the trial is infrastructure, not scored"
+                )
         if trailer is not None:
             code = trailer.exit_code
         code = 137 if code is None else code
