@@ -248,3 +248,27 @@ def test_commands_cannot_ptrace_or_write_the_main_processes(backend: DockerBacke
             assert tools.stdout.split() == ["42", "sh"], tools
 
     run(main())
+
+
+def test_short_execs_never_lose_their_output(backend: DockerBackend, api) -> None:
+    """docker-py hands over the socket under the HTTP response's buffered reader, which may
+    already hold a short command's frames (docker-py#3332): the stream is read through that
+    reader, so no exec comes back empty (a verifier's lost test lines would score a fix 0)."""
+    import io
+
+    from forge_sandbox.docker import _exec
+
+    async def main() -> None:
+        async with backend(SPEC) as sandbox:
+            made = api.exec_create(sandbox.name, ["true"], stdout=True, stderr=True)
+            sock = api.exec_start(made["Id"], socket=True)
+            try:
+                read = _exec.stream_reader(sock)
+                assert isinstance(getattr(read, "__self__", None), io.BufferedReader)
+            finally:
+                sock.close()
+            for i in range(60):
+                result = await sandbox.exec(["echo", f"line {i}"])
+                assert (result.exit_code, result.stdout) == (0, f"line {i}\n")
+
+    run(main())

@@ -244,6 +244,24 @@ def test_without_a_report_the_exit_code_decides_and_pids_count_as_hit() -> None:
     assert report.limits_hit == ["memory", "pids"]
 
 
+def test_frames_the_http_reader_took_in_with_the_headers_are_read_first() -> None:
+    """docker-py hands over the socket under the response's buffered reader, which may already
+    hold the first frames (a short command's whole output and report): read through it."""
+    import io
+    from types import SimpleNamespace
+
+    frames = _frame(1, b"hello\n") + _frame(2, b"report\n")
+    socket_part = _Stream(frames[5:], None)  # what is left on the socket after the headers
+    buffered = io.BufferedReader(io.BytesIO(frames))  # the reader holds them all
+    socket_part._response = SimpleNamespace(raw=SimpleNamespace(_fp=SimpleNamespace(fp=buffered)))
+    out = _exec.Streamed(None)
+    _exec.read_frames(socket_part, out)
+    assert (bytes(out.stdout), bytes(out.stderr), out.error) == (b"hello\n", b"report\n", None)
+    plain = _exec.Streamed(None)  # a socket with no response under it is read as it is
+    _exec.read_frames(_Stream(frames, None), plain)
+    assert bytes(plain.stdout) == b"hello\n"
+
+
 @pytest.mark.parametrize(
     "reply",
     [

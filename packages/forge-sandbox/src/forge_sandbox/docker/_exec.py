@@ -155,13 +155,27 @@ class Streamed:
         buffer.extend(data)
 
 
+def stream_reader(sock: Any) -> Callable[[int], bytes]:
+    """What an exec's stream is read with: the HTTP response's buffered reader when there is
+    one, else the socket. Reading the socket under it loses what the reader took in with the
+    response's headers: a short command's first frames, or all of them (docker-py#3332)."""
+    response = getattr(sock, "_response", None)
+    buffered = getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
+    if buffered is not None and hasattr(buffered, "read1"):
+        read1: Callable[[int], bytes] = buffered.read1
+        return read1
+    raw = getattr(sock, "_sock", sock)
+    recv: Callable[[int], bytes] = raw.recv
+    return recv
+
+
 def read_frames(sock: Any, out: Streamed) -> None:
     """Read the multiplexed stream (8-byte headers: stream, 0, 0, 0, size big-endian) to EOF."""
-    raw = getattr(sock, "_sock", sock)
+    read = stream_reader(sock)
     try:
         pending = b""
         while True:
-            chunk = raw.recv(65536)
+            chunk = read(65536)
             if not chunk:
                 break
             pending += chunk
