@@ -494,18 +494,8 @@ class KubernetesSandbox:
         with tempfile.TemporaryFile() as archive:
             await asyncio.to_thread(pack, Path(local_path), name, archive)
             data = archive.read()
-        script = (
-            'mkdir -p -- "$1" && head -c "$2" | tar -x -f - -C "$1" --no-same-owner '
-            "--no-overwrite-dir"
-        )
-        result = await self._exec_argv(
-            ["/bin/sh", "-c", script, "sh", parent or "/", str(len(data))],
-            "/",
-            self.spec.base_env(),
-            self.spec.exec_timeout_s,
-            data,
-            64 * 1024,
-        )
+        untar = 'mkdir -p -- "$1" && head -c "$2" | tar -x -f - -C "$1" --no-overwrite-dir'
+        result = await self._untar(untar, parent or "/", data)
         if result.exit_code != 0:
             raise SandboxTransferError(
                 f"upload {local_path} -> {target}: expected tar to succeed in pod "
@@ -518,21 +508,25 @@ class KubernetesSandbox:
         kept."""
         target = check_sandbox_path(sandbox_dir, allow_root=True)
         data = await asyncio.to_thread(Path(archive).read_bytes)
-        script = 'head -c "$2" | tar -x -p -f - -C "$1" --no-same-owner'
-        result = await self._exec_argv(
-            ["/bin/sh", "-c", script, "sh", target, str(len(data))],
-            "/",
-            self.spec.base_env(),
-            self.spec.exec_timeout_s,
-            data,
-            64 * 1024,
-        )
+        result = await self._untar('head -c "$2" | tar -x -p -f - -C "$1"', target, data)
         if result.exit_code != 0:
             raise SandboxTransferError(
                 f"extract {archive} -> {target}: expected tar to unpack it in pod "
                 f"{self.pod_name}; found exit {result.exit_code}: {result.stderr.strip()[:300]!r}; "
                 "fix: extract into an existing, writable folder (the workdir, /tmp)"
             )
+
+    async def _untar(self, script: str, folder: str, data: bytes) -> ExecResult:
+        """`script` (sh: $1 the folder, $2 the archive's size) with the archive on stdin, as
+        the exec user, owners never taken from the archive."""
+        return await self._exec_argv(
+            ["/bin/sh", "-c", f"{script} --no-same-owner", "sh", folder, str(len(data))],
+            "/",
+            self.spec.base_env(),
+            self.spec.exec_timeout_s,
+            data,
+            64 * 1024,
+        )
 
     async def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
         """Copy a pod file or folder to `local_path` (binary-safe tar; members checked)."""

@@ -56,7 +56,6 @@ from forge_sandbox.seccomp import ptrace_filter
 
 DEFAULT_HOST_UID = 100_000
 WRITABLE_FIX = "upload below a writable folder (/workspace, /tmp, /logs, /tests, /solution)"
-EXTRACT_SCRIPT = 'exec tar -x -p -f - -C "$1" --no-same-owner'  # modes kept (-p), not owners
 EXEC_OOM_SCORE_ADJ = 500  # the OOM killer takes an exec's process before the sandbox's init
 USERNS_HINT = (
     "fix: allow unprivileged user namespaces (sysctl user.max_user_namespaces > 0; Ubuntu >= "
@@ -500,16 +499,8 @@ class LocalSandbox:
         parent, name = os.path.split(target)
         with tempfile.TemporaryFile() as archive:
             await asyncio.to_thread(pack, Path(local_path), name, archive)
-            script = (
-                'mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-same-owner --no-overwrite-dir'
-            )
-            result = await self._run(
-                ["/bin/sh", "-c", script, "sh", parent or "/"],
-                "/",
-                self.spec.base_env(),
-                self.spec.exec_timeout_s,
-                stdin=archive,
-            )
+            untar = 'mkdir -p -- "$1" && exec tar -x -f - -C "$1" --no-overwrite-dir'
+            result = await self._untar(untar, parent or "/", archive)
         if result.exit_code != 0:
             raise SandboxTransferError(
                 f"upload {local_path} -> {target}: expected tar to succeed; found exit "
@@ -521,19 +512,24 @@ class LocalSandbox:
         """Unpack a host tar into the folder `sandbox_dir` as the exec user, modes kept."""
         target = check_sandbox_path(sandbox_dir, allow_root=True)
         with open(archive, "rb") as data:
-            result = await self._run(
-                ["/bin/sh", "-c", EXTRACT_SCRIPT, "sh", target],
-                "/",
-                self.spec.base_env(),
-                self.spec.exec_timeout_s,
-                stdin=data,
-            )
+            result = await self._untar('exec tar -x -p -f - -C "$1"', target, data)
         if result.exit_code != 0:
             raise SandboxTransferError(
                 f"extract {archive} -> {target}: expected tar to unpack it; found exit "
                 f"{result.exit_code}: {result.stderr.strip()[-300:]!r}; fix: "
                 + (_limit_fix(result, self.spec) or WRITABLE_FIX)
             )
+
+    async def _untar(self, script: str, folder: str, archive: IO[bytes]) -> ExecResult:
+        """`script` (sh: $1 the folder) with the archive on stdin, as the exec user, owners
+        never taken from the archive."""
+        return await self._run(
+            ["/bin/sh", "-c", f"{script} --no-same-owner", "sh", folder],
+            "/",
+            self.spec.base_env(),
+            self.spec.exec_timeout_s,
+            stdin=archive,
+        )
 
     async def download(self, sandbox_path: str, local_path: str | os.PathLike[str]) -> None:
         """Copy a sandbox file or folder to `local_path`, refusing escaping entries."""

@@ -19,8 +19,9 @@ _MEMBERS = (  # name, kind, mode, content or link target
 
 async def check_extract(sandbox: Sandbox, scratch: Path) -> None:
     """`extract` unpacks a host tar into an existing folder in one call: modes kept (a 0700
-    folder, a 0755 script, a 0600 file), a link as a link, every member owned by the exec user
-    (the archive says root); a folder that is not there is a SandboxTransferError."""
+    folder that was 0755, a 0755 script, a 0600 file), a link as a link, every member owned
+    by the exec user (the archive says root); a folder that is not there is a
+    SandboxTransferError."""
     archive = scratch / "extract-check.tar"
     with tarfile.open(archive, "w") as tar:
         for name, kind, mode, data in _MEMBERS:
@@ -32,7 +33,12 @@ async def check_extract(sandbox: Sandbox, scratch: Path) -> None:
             else:
                 member.size = len(data)
                 tar.addfile(member, io.BytesIO(data) if data else None)
-    assert (await sandbox.exec(["mkdir", "-p", "/tmp/extracted"])).exit_code == 0
+    # `d` is there already, 0755: the archive's 0700 must reach an existing folder too (a
+    # change that tightened a folder of the repository)
+    made = await sandbox.exec(
+        ["sh", "-c", "mkdir -p /tmp/extracted/d && chmod 755 /tmp/extracted/d"]
+    )
+    assert made.exit_code == 0, made
     await sandbox.extract(archive, "/tmp/extracted")
     script = (
         'cd /tmp/extracted && stat -c "%n %a %u" d d/run.sh secret && readlink l && ./l && id -u'
