@@ -390,3 +390,75 @@ def test_storage_mb_is_enforced_with_enospc_and_nothing_on_the_host_disk(tmp_pat
     assert all(int(n) <= 8 << 20 for n in sizes.stdout.split()), sizes.stdout
     assert "workspace" not in state, state  # nothing of /workspace on the host disk
     assert not (source / "big").exists()
+
+
+def _exec_leaves(sandbox: LocalSandbox) -> list[str]:
+    folder = sandbox.cgroup.pids_folder
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("exec-"))
+
+
+def test_an_empty_exec_leaf_serves_the_next_exec_and_counts_its_own_hits() -> None:
+    """Execs that leave nothing running share their leaves (no mkdir/rmdir per exec); one
+    with a background process keeps its leaf to itself; a refused fork is reported by the
+    exec that hit it, not by the next one in the same leaf."""
+    forks = (
+        "import os, time\n"
+        "kids = []\n"
+        "try:\n"
+        "    for _ in range(100):\n"
+        "        pid = os.fork()\n"
+        "        if pid == 0:\n"
+        "            time.sleep(0.5); os._exit(0)\n"
+        "        kids.append(pid)\n"
+        "except OSError as e:\n"
+        "    print('blocked', e.errno)\n"
+        "for pid in kids:\n"
+        "    os.waitpid(pid, 0)\n"
+    )
+
+    async def main():
+        async with LocalSandbox(SandboxSpec(pids_max=24)) as sandbox:
+            for i in range(10):
+                await sandbox.exec(f"echo {i}")
+            one = _exec_leaves(sandbox)
+            await asyncio.gather(*(sandbox.exec("sleep 0.2") for _ in range(4)))
+            four = _exec_leaves(sandbox)
+            await asyncio.gather(*(sandbox.exec("sleep 0.2") for _ in range(4)))
+            still_four = _exec_leaves(sandbox)
+            bomb = await sandbox.exec(["python3", "-c", forks], timeout_s=30)
+            after = await sandbox.exec("echo after")
+            await sandbox.exec("nohup sleep 300 >/dev/null 2>&1 &")
+            await asyncio.gather(*(sandbox.exec("sleep 0.2") for _ in range(4)))
+            kept = await sandbox.exec("pgrep -c sleep")
+            return one, four, still_four, bomb, after, kept, _exec_leaves(sandbox)
+
+    one, four, still_four, bomb, after, kept, last = run(main())
+    assert one == ["exec-1"], one
+    assert four == still_four == ["exec-1", "exec-2", "exec-3", "exec-4"], (four, still_four)
+    assert bomb.stdout.split() == ["blocked", "11"] and bomb.pids_limit_hit, bomb
+    assert after.stdout == "after\n" and not after.pids_limit_hit, after
+    # the background sleep holds its leaf: four execs at once had to make a fifth
+    assert kept.stdout.split() == ["2"] and last == [f"exec-{i}" for i in range(1, 6)], last
+
+
+def test_an_exec_killed_by_kill_processes_leaves_its_leaf_out_of_the_next_exec() -> None:
+    """kill_processes removes the leaves it kills, the leaf of an exec still in flight among
+    them; that exec's leaf must not serve the next exec (it would fail to join it)."""
+
+    async def main():
+        async with LocalSandbox() as sandbox:
+            await sandbox.exec("true")  # exec-1, idle again
+            busy = asyncio.ensure_future(sandbox.exec("sleep 300"))
+            for _ in range(200):
+                if len(sandbox.host_pids()) > len(sandbox.cgroup.child("init").pids()) + 1:
+                    break
+                await asyncio.sleep(0.02)
+            report = await sandbox.kill_processes()
+            killed = await busy
+            nexts = [await sandbox.exec("echo ok") for _ in range(3)]
+            return report, killed, nexts, _exec_leaves(sandbox)
+
+    report, killed, nexts, leaves = run(main())
+    assert report.killed >= 1 and killed.exit_code == 137, (report, killed)
+    assert [r.stdout for r in nexts] == ["ok\n"] * 3, nexts
+    assert leaves == ["exec-2"], leaves  # exec-1 went with the kill; the next ones share one

@@ -211,7 +211,7 @@ def test_a_jobs_files_are_written_off_the_event_loop(
     """Every file a trial writes is two fsyncs; on the event loop's thread each would stall
     every other trial of the job. The job's result.json, the trial's config, result and
     change audit, and the verifier's outputs are written from worker threads, each file
-    whole (the job's result.json ends with every trial)."""
+    whole (the job's result.json ends with every trial); the task is hashed there too."""
     import threading
 
     from forge_gates import files
@@ -237,6 +237,14 @@ def test_a_jobs_files_are_written_off_the_event_loop(
         for name, fake in (("atomic_write_json", as_json), ("atomic_write_text", text)):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, fake)
+    hashed: list[bool] = []  # the task's checksum reads every file of its folder
+    real_checksum = _trial.task_checksum
+
+    def checksum(folder):
+        hashed.append(threading.get_ident() in loop_threads)
+        return real_checksum(folder)
+
+    monkeypatch.setattr(_trial, "task_checksum", checksum)
 
     async def go():
         loop_threads.add(threading.get_ident())
@@ -250,5 +258,6 @@ def test_a_jobs_files_are_written_off_the_event_loop(
     assert sum(where == "job/result.json" for where, _ in written) == 4  # start, 2 trials, end
     on_loop = sorted({where for where, on in written if on})
     assert on_loop == ["job/config.json", "job/result.json"]  # the job's start and its end
+    assert hashed == [False, False]  # once per trial, off the loop
     job = json.loads((tmp_path / "job" / "result.json").read_text())
     assert job["n_total_trials"] == 2 and len(list((tmp_path / "job").glob("*/result.json"))) == 2

@@ -603,6 +603,7 @@ def _trial_result(
     state: _TrialState,
     started_at: str,
     finished_at: str,
+    checksum: str,
 ) -> dict[str, Any]:
     """The trial's result.json (Harbor TrialResult field names)."""
     return {
@@ -613,7 +614,7 @@ def _trial_result(
         "trial_uri": trial_dir.resolve().as_uri(),
         "task_id": {"path": str(task.path)},
         "source": None,
-        "task_checksum": task_checksum(task.path),
+        "task_checksum": checksum,
         "config": config,
         "agent_info": {
             "name": _agent_name(agent),
@@ -655,8 +656,10 @@ async def run_trial(
     for part in ("agent", "verifier", "artifacts"):
         (trial_dir / part).mkdir(parents=True, exist_ok=True)
     config = _trial_config(task, agent, trial_dir, job_id, verifier_timeout_s, make_sandbox)
-    # files are written off the event loop (each is two fsyncs: other trials go on meanwhile)
+    # files are written off the event loop (each is two fsyncs: other trials go on meanwhile),
+    # and the task is hashed there too (every file of its folder), as it is when the trial starts
     await asyncio.to_thread(atomic_write_json, trial_dir / "config.json", config)
+    checksum = await asyncio.to_thread(task_checksum, task.path)
     state = _TrialState()
     started_at = _now()
     try:
@@ -669,7 +672,7 @@ async def run_trial(
         await _stop_all(state.later)
         raise
     finished_at = _now()
-    result = _trial_result(task, agent, trial_dir, config, state, started_at, finished_at)
+    result = _trial_result(task, agent, trial_dir, config, state, started_at, finished_at, checksum)
     await asyncio.to_thread(atomic_write_json, trial_dir / "result.json", result)
     if cleanup is None:
         await _stop_all(state.later)

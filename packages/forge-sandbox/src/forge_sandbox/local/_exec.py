@@ -4,6 +4,12 @@ A timeout (or a cancelled exec) kills the leaf's whole process tree. The host-si
 nsenter's waiting half, is spared until it has reaped its child inside the sandbox, so no
 zombie is handed to the host's init; then it goes too. A leaf that still holds background
 processes after its command exited stays until the sandbox stops (like `cmd &` in a pod).
+
+A leaf that is empty once its exec is over serves the sandbox's next exec (`Leaf`): a leaf
+made and removed per exec cost four mkdir and four rmdir across the v1 hierarchies, and walks
+of each, on the event loop's thread, about a third of that thread's busy time in a rollout
+batch at concurrency 8 (docs/measurements.md). Its OOM kills and refused forks are counted as
+the difference from what the leaf had counted when its exec began.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import os
 import signal
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import IO
 
 from forge_sandbox._errors import SandboxError
@@ -26,9 +33,26 @@ from forge_sandbox.local._spawner import Spawned, spawn
 DRAIN_GRACE_S = 0.5  # output still arriving after the command exited (background writers)
 
 
+@dataclass(eq=False)
+class Leaf:
+    """An exec's cgroup leaf and its counters as its current exec found them."""
+
+    group: Cgroup
+    oom_kills: int = 0
+    pids_limit_hits: int = 0
+
+    def hits(self) -> tuple[bool, bool]:
+        """(an OOM kill, a refused fork) since the last call (or since the leaf was made),
+        read from the leaf's counters, which become the next exec's baseline."""
+        oom, pids = self.group.oom_kills(), self.group.pids_limit_hits()
+        hit = (oom > self.oom_kills, pids > self.pids_limit_hits)
+        self.oom_kills, self.pids_limit_hits = oom, pids
+        return hit
+
+
 async def run_in_leaf(
     argv: Sequence[str],
-    leaf: Cgroup,
+    leaf: Leaf,
     timeout_s: float,
     max_output_bytes: int,
     stdin: IO[bytes] | None = None,
@@ -37,8 +61,10 @@ async def run_in_leaf(
 ) -> ExecResult:
     """Run `argv` (which joins `leaf` before anything else) and report it as an ExecResult.
 
-    `filtered`: (interpreter, filter hex) of the spawner that runs it under no_new_privs and
-    that seccomp filter (_spawner); None: a plain child of this process."""
+    The leaf stays: the caller reuses it once empty. A failed or cancelled exec kills what it
+    started and removes the leaf. `filtered`: (interpreter, filter hex) of the spawner that
+    runs it under no_new_privs and that seccomp filter (_spawner); None: a plain child of
+    this process."""
     out = OutputPipe(max_output_bytes) if stdout_sink is None else None
     err = OutputPipe(max_output_bytes)
     started = time.monotonic()
@@ -56,20 +82,19 @@ async def run_in_leaf(
             await asyncio.wait_for(proc.wait(), timeout_s)
         except TimeoutError:
             timed_out = True
-            await _kill_tree(leaf, proc)
+            await _kill_tree(leaf.group, proc)
         duration = time.monotonic() - started
         # 3. the rest of the output, and the OOM kills counted in this exec's own leaf
         await drain(pipes, DRAIN_GRACE_S)
-        oom = leaf.oom_kills() > 0
-        pids_hit = leaf.pids_limit_hits() > 0
+        oom, pids_hit = leaf.hits()
     except BaseException:
-        _kill_tree_now(leaf)  # cancelled or failed: leave nothing of this exec running
+        _kill_tree_now(leaf.group)  # cancelled or failed: leave nothing of this exec running
+        _retire(leaf.group)
         raise
     finally:
         for open_pipe in (out, err):
             if open_pipe is not None:
                 open_pipe.close()
-        _retire(leaf)
     stderr = err.text()
     code = proc.returncode if proc.returncode is not None else -9
     if code == 125 and JOIN_FAILED in stderr:

@@ -35,7 +35,7 @@ from forge_sandbox._tar import check_sandbox_path, pack, unpack
 from forge_sandbox.local import _bwrap
 from forge_sandbox.local._cgroup_detect import detect_cgroups, sweep_stale
 from forge_sandbox.local._cgroups import Cgroup, CgroupLimits
-from forge_sandbox.local._exec import kill_leaf, run_in_leaf
+from forge_sandbox.local._exec import Leaf, kill_leaf, run_in_leaf
 from forge_sandbox.local._hostside import (
     STATE_PREFIX,
     log_tail,
@@ -122,7 +122,8 @@ class LocalSandbox:
         self._init: asyncio.subprocess.Process | None = None
         self._tools: _bwrap.Tools | None = None
         self._execs = 0
-        self._leaves: list[Cgroup] = []  # exec leaves that may still hold processes
+        self._leaves: list[Leaf] = []  # exec leaves that may still hold processes
+        self._idle: list[Leaf] = []  # empty exec leaves, for the next execs
         self._hits: set[str] = set()  # limits any exec ran into since start
         self._init_marks: list[ProcessMark] = []  # the init as start() left it (check_init)
         self.info: dict[str, Any] = {}
@@ -365,7 +366,8 @@ class LocalSandbox:
             with contextlib.suppress(ProcessLookupError):
                 self._init.kill()
             await asyncio.wait_for(self._init.wait(), 10)
-        # 3. remove the cgroups and the private folder
+        # 3. remove the cgroups (the exec leaves with them) and the private folder
+        self._leaves, self._idle = [], []
         if self._cgroup is not None:
             await asyncio.to_thread(self._cgroup.remove)
             self._cgroup = None
@@ -423,11 +425,14 @@ class LocalSandbox:
     ) -> ExecResult:
         self._require_running()
         assert self._tools is not None and self._cgroup is not None
-        self._execs += 1
-        leaf = self._cgroup.child(f"exec-{self._execs}")
+        if self._idle:  # an earlier exec's leaf, empty (see _exec)
+            leaf = self._idle.pop()
+        else:
+            self._execs += 1
+            leaf = Leaf(self._cgroup.child(f"exec-{self._execs}"))
         inner = _bwrap.exec_argv(self._tools, self.spec, self.init_pid, cwd, env, argv)
         argv_full = _bwrap.join_argv(
-            self._tools, leaf.procs_files, self.spec, inner, EXEC_OOM_SCORE_ADJ
+            self._tools, leaf.group.procs_files, self.spec, inner, EXEC_OOM_SCORE_ADJ
         )
         self._leaves.append(leaf)
         result = await run_in_leaf(
@@ -440,9 +445,11 @@ class LocalSandbox:
             filtered=(self._tools.python, _bwrap.FILTER_HEX),
         )
         self._record(result.oom_killed, result.pids_limit_hit, result.file_size_limit_hit)
-        if not leaf.exists():  # retired: nothing of it left to kill
-            with contextlib.suppress(ValueError):
-                self._leaves.remove(leaf)
+        # nothing of it left running, and not taken by kill_processes meanwhile (which
+        # removes the leaves it kills): the next exec's leaf
+        if any(held is leaf for held in self._leaves) and not leaf.group.pids():
+            self._leaves = [held for held in self._leaves if held is not leaf]
+            self._idle.append(leaf)
         return result
 
     def _record(self, oom: bool, pids: bool, file_size: bool) -> None:
@@ -457,10 +464,10 @@ class LocalSandbox:
         killed = 0
         leaves, self._leaves = self._leaves, []
         for leaf in leaves:
-            if not leaf.exists():
-                continue  # retired: its exec finished with nothing left running
-            self._record(leaf.oom_kills() > 0, leaf.pids_limit_hits() > 0, False)
-            killed += await asyncio.to_thread(kill_leaf, leaf)
+            if not leaf.group.exists():
+                continue  # retired: its exec failed and took what it started with it
+            self._record(*leaf.hits(), False)
+            killed += await asyncio.to_thread(kill_leaf, leaf.group)
         return KillReport(
             killed=killed,
             oom_killed="memory" in self._hits,
