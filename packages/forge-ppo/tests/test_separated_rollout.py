@@ -44,10 +44,41 @@ class Topology:
 
 
 class VerlLike:
-    """A trainer that reports its topology as the verl trainer does (`trainer.topology`)."""
+    """A trainer that reports its topology as the verl trainer does (`trainer.topology`) and
+    whose ranks are real processes of this host, started with this process's environment (as
+    it is when the test builds it), each answering with its rank (`ranks_seen()`)."""
 
-    def __init__(self, world_size: int = 4, device: str = "cuda") -> None:
+    def __init__(self, world_size: int = 4, device: str = "cuda", *, answers=None) -> None:
         self.topology = Topology(world_size, device)
+        sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+        self.processes = [subprocess.Popen(sleep) for _ in range(world_size)]
+        self.answers = answers or [(rank, world_size) for rank in range(world_size)]
+
+    def ranks_seen(self) -> list[dict]:
+        return [
+            {"rank": rank, "world_size": size, "pid": process.pid, "node": None}
+            for (rank, size), process in zip(self.answers, self.processes, strict=True)
+        ]
+
+    def close(self) -> None:
+        for process in self.processes:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def verl_like() -> Iterator[type[VerlLike]]:
+    """VerlLike, every one made in the test closed after it."""
+    made: list[VerlLike] = []
+
+    class Closed(VerlLike):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    yield Closed
+    for trainer in made:
+        trainer.close()
 
 
 @pytest.fixture
@@ -71,10 +102,12 @@ def launched(tmp_path: Path) -> Iterator[VLLMStack]:
 GPUS = GpuPlan(visible=("0", "1", "2", "3", "4"), trainer=("0", "1", "2", "3"), rollout=("4",))
 
 
-def test_the_seed_topology_passes_with_the_seed_marker(launched, tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")  # the trainer's processes (this one)
+def test_the_seed_topology_passes_with_the_seed_marker(
+    launched, tmp_path, monkeypatch, verl_like
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")  # the trainer's processes inherit it
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")
-    fields = separated_rollout_gate(separated_spec(), VerlLike(), launched, tmp_path, GPUS)
+    fields = separated_rollout_gate(separated_spec(), verl_like(), launched, tmp_path, GPUS)
     marker = format_marker("PPO_SEPARATED_ROLLOUT_GATE_PASSED", fields)
     assert marker.startswith(
         "PPO_SEPARATED_ROLLOUT_GATE_PASSED trainer_gpus=4 rollout_gpus=1 total_gpus=5 "
@@ -83,18 +116,20 @@ def test_the_seed_topology_passes_with_the_seed_marker(launched, tmp_path, monke
     assert [r.gate for r in read_ledger(tmp_path)] == ["PPO_SEPARATED_ROLLOUT_GATE_PASSED"]
 
 
-def test_a_rollout_gpu_shared_with_a_trainer_rank_fails(launched, tmp_path, monkeypatch) -> None:
+def test_a_rollout_gpu_shared_with_a_trainer_rank_fails(
+    launched, tmp_path, monkeypatch, verl_like
+) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4")  # the trainer can reach GPU 4 too
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")
     with pytest.raises(GateError) as error:
-        separated_rollout_gate(separated_spec(), VerlLike(), launched, tmp_path, GPUS)
+        separated_rollout_gate(separated_spec(), verl_like(), launched, tmp_path, GPUS)
     rules = {v.rule: v for v in error.value.violations}
     assert "shared GPU(s) ['4']" in rules["separated.shared_gpu"].found
     assert "5 GPU(s) usable by the trainer" in rules["separated.trainer_gpus"].found
     assert [r.gate for r in read_ledger(tmp_path)] == ["PPO_SEPARATED_ROLLOUT_GATE_FAILED"]
 
 
-def test_another_max_num_seqs_and_an_unset_allocator_fail(tmp_path, monkeypatch) -> None:
+def test_another_max_num_seqs_and_an_unset_allocator_fail(tmp_path, monkeypatch, verl_like) -> None:
     spec = separated_spec()
     stack = VLLMStack(spec, tmp_path, tmp_path, rollout_gpus=("4",))
     argv = [sys.executable, "-c", "import time; time.sleep(60)", "--max-num-seqs", "64"]
@@ -105,7 +140,7 @@ def test_another_max_num_seqs_and_an_unset_allocator_fail(tmp_path, monkeypatch)
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)  # "set" nowhere it counts
     try:
         with pytest.raises(GateError) as error:
-            separated_rollout_gate(spec, VerlLike(), stack, tmp_path, GPUS)
+            separated_rollout_gate(spec, verl_like(), stack, tmp_path, GPUS)
     finally:
         process.kill()
         process.wait()
@@ -113,14 +148,15 @@ def test_another_max_num_seqs_and_an_unset_allocator_fail(tmp_path, monkeypatch)
     assert set(rules) == {"separated.max_num_seqs", "separated.allocator"}
     assert rules["separated.max_num_seqs"].found == "--max-num-seqs 64 in the launched command"
     assert (
-        "expandable_segments:False in all 1 trainer process(es)"
+        "expandable_segments:False in all 4 trainer process(es)"
         in rules["separated.allocator"].expected
     )
 
 
 def placement(**changes) -> TrainerPlacement:
     values = {
-        "backend": "verl", "device": "cuda", "world_size": 4, "processes": 4,
+        "backend": "verl", "device": "cuda", "ranks": tuple((r, 4) for r in range(4)),
+        "processes": 4,
         "gpus": ("0", "1", "2", "3"), "ray_gpus": 4.0, "rollout_actors": (),
         "alloc_conf": ("expandable_segments:False",) * 4,
     }  # fmt: skip
@@ -156,6 +192,47 @@ def test_one_trainer_rank_without_the_allocator_fails() -> None:
     alloc = ("expandable_segments:False",) * 3 + ("expandable_segments:True",)
     (v,) = check_separated_rollout(topology(placement(alloc_conf=alloc)), separated_spec())[0]
     assert v.rule == "separated.allocator" and "1 of 4 read differ" in v.found
+
+
+def test_ranks_are_counted_as_the_processes_answer_not_as_the_spec_says() -> None:
+    """The spec's 4 ranks pass only as 4 processes answering ranks 0..3 of one group of 4."""
+    spec = separated_spec()
+    for ranks, processes in (
+        (((0, 4), (1, 4), (2, 4), (2, 4)), 4),  # rank 3 missing, rank 2 twice
+        (((0, 2), (1, 2), (0, 2), (1, 2)), 4),  # two process groups of 2
+        (tuple((r, 4) for r in range(4)), 3),  # a rank whose process was not found
+    ):
+        alloc = ("expandable_segments:False",) * processes  # read from each process found
+        found = placement(ranks=ranks, processes=processes, alloc_conf=alloc)
+        violations = check_separated_rollout(topology(found), spec)[0]
+        assert [v.rule for v in violations] == ["separated.ranks"], (ranks, violations)
+    two = placement(
+        ranks=((0, 2), (1, 2)),
+        processes=2,
+        gpus=("0", "1"),
+        alloc_conf=("expandable_segments:False",) * 2,
+    )
+    (v,) = check_separated_rollout(topology(two), spec)[0]
+    assert v.rule == "separated.trainer_gpus" and "2 rank(s)" in v.found
+
+
+def test_a_rank_outside_the_group_or_gone_fails_the_gate(
+    launched, tmp_path, monkeypatch, verl_like
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")
+    stray = verl_like(answers=[(0, 4), (1, 4), (2, 4), (0, 1)])  # one rank in a group of its own
+    with pytest.raises(GateError) as error:
+        separated_rollout_gate(separated_spec(), stray, launched, tmp_path / "stray", GPUS)
+    assert [v.rule for v in error.value.violations] == ["separated.ranks"]
+    assert "(0, 1)" in error.value.violations[0].found
+    gone = verl_like()
+    gone.processes[3].kill()
+    gone.processes[3].wait()
+    with pytest.raises(GateError) as error:
+        separated_rollout_gate(separated_spec(), gone, launched, tmp_path / "gone", GPUS)
+    (v,) = error.value.violations
+    assert v.rule == "separated.ranks" and "3 of them found as processes" in v.found
 
 
 def test_the_local_trainer_is_read_from_this_process(monkeypatch) -> None:

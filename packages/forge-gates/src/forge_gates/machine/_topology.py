@@ -46,12 +46,19 @@ class TrainerPlacement:
 
     backend: str  # backends.trainer of the built trainer.
     device: str  # cpu | cuda, as the built trainer reports it.
-    world_size: int  # Ranks the built trainer reports.
-    processes: int  # Trainer processes found (driver or Ray actors).
+    # (rank, world size) as each of the trainer's rank processes reports them (its process
+    # group, asked in the process: verl's ranks; the local trainer is rank 0 of 1)
+    ranks: tuple[tuple[int, int], ...]
+    processes: int  # Trainer rank processes found (this process, or this job's Ray actors).
     gpus: tuple[str, ...]  # GPU ids the trainer's processes can use (union over processes).
     ray_gpus: float | None  # GPUs in the trainer's Ray cluster (None: no Ray).
     rollout_actors: tuple[str, ...]  # Ray actors of the run that are rollout replicas (classes)
     alloc_conf: tuple[str | None, ...]  # PYTORCH_CUDA_ALLOC_CONF per trainer process (None: unset)
+
+    @property
+    def world_size(self) -> int:
+        """Ranks that answered (one process group only when `check_separated_rollout` says so)."""
+        return len(self.ranks)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,6 +194,17 @@ def _check_trainer(
     among those the host exposes; returns the trainer's GPU count (0 off CUDA)."""
     res, trainer = spec.resources, topology.trainer
     trainer_gpus = len(trainer.gpus) if trainer.device == "cuda" else 0
+    n = trainer.world_size
+    check.require(
+        sorted(trainer.ranks) == [(r, n) for r in range(n)] and trainer.processes == n,
+        rule="separated.ranks",
+        expected=f"ranks 0..{n - 1} of one process group of {n}, each a trainer process of "
+        "this run (found in this process or among this job's alive Ray actors)",
+        found=f"(rank, world size) as the processes report them: {sorted(trainer.ranks)}; "
+        f"{trainer.processes} of them found as processes",
+        fix="a rank left its process group or another run's workers answered; rebuild the "
+        "trainer (one Ray job per run)",
+    )
     check.require(
         trainer_gpus == res.trainer_gpus and trainer.world_size == res.trainer_world_size,
         rule="separated.trainer_gpus",

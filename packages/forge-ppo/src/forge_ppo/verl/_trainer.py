@@ -270,6 +270,11 @@ class VerlTrainer:
         peaks = [ProcessPeak.model_validate(rank) for rank in ranks]
         write_process_peaks(self.run_dir, "verl-ranks", peaks)
 
+    def ranks_seen(self) -> list[dict[str, Any]]:
+        """Each rank's own answer: its rank and world size in the process group its process
+        joined, its pid and Ray node (the separated-rollout gate counts these, not the spec)."""
+        return list(self._groups["actor"].forge_rank())
+
     def _check_loaded(self) -> None:
         """PPO_TRAINER_RANKS_LOAD_PASSED ranks=N: on every rank the actor's adapter and the
         critic's tensors equal the mirror's (after a warm start: the file's, which the mirror's
@@ -277,8 +282,11 @@ class VerlTrainer:
         want_actor = tensor_fingerprint(adapter_state_dict(self.actor.model))
         want_critic = tensor_fingerprint(to_verl_critic(self.critic.state_dict()))
         check = Check(Gate.PPO_TRAINER_RANKS_LOAD_PASSED)
+        answered = 0
         for part, want in (("actor", want_actor), ("critic", want_critic)):
-            for rank in self._groups[part].forge_fingerprint():
+            ranks = self._groups[part].forge_fingerprint()
+            answered = max(answered, len(ranks))
+            for rank in ranks:
                 r = rank["rank"]
                 check.require(
                     rank["fingerprint"] == want,
@@ -303,7 +311,7 @@ class VerlTrainer:
                 )
         fields = {
             "backend": "verl",
-            "ranks": self.topology.world_size,
+            "ranks": answered,  # the ranks that answered, not the spec's count
             "actor_fingerprint": want_actor[:16],
             "critic_fingerprint": want_critic[:16],
         }

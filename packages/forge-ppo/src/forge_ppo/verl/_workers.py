@@ -17,13 +17,17 @@ own dispatch (`Dispatch.ONE_TO_ALL`: every rank runs it, the driver gets one res
 - `forge_watch()` once after building, then `forge_micro_batches()` after each update: the
   largest micro-batch the engine formed per pass since the last call (`_readback`);
 - `forge_memory()` (the actor's only: the critic shares the rank's process): the process's
-  peak host RSS and, on GPUs, peak allocated and reserved memory (forge-gates `process_peaks`).
+  peak host RSS and, on GPUs, peak allocated and reserved memory (forge-gates `process_peaks`);
+- `forge_rank()` (the actor's only): the rank and world size of the process group the rank's
+  process joined, its pid and Ray node (the separated-rollout gate's ranks, as built).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+import ray
 import torch
 import torch.distributed as dist
 from peft import get_peft_model_state_dict
@@ -118,6 +122,15 @@ class ForgeActorWorker(ActorRolloutRefWorker):
     def forge_budgets(self) -> dict[str, Any]:
         assert self.actor is not None, "init_model() first"
         return _budgets(self.actor.engine.engine_config)
+
+    @register(dispatch_mode=Dispatch.ONE_TO_ALL)
+    def forge_rank(self) -> dict[str, Any]:
+        return {
+            "rank": dist.get_rank(),
+            "world_size": dist.get_world_size(),
+            "pid": os.getpid(),
+            "node": ray.get_runtime_context().get_node_id(),
+        }
 
     @register(dispatch_mode=Dispatch.ONE_TO_ALL)
     def forge_weights(self) -> dict[str, torch.Tensor] | None:

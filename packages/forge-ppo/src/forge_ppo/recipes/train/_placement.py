@@ -6,9 +6,12 @@ after both exist, for PPO_SEPARATED_ROLLOUT_GATE_PASSED (forge_gates.check_separ
     ... the stack (vLLM pinned to gpus.rollout) and the trainer are built ...
     separated_rollout_gate(spec, trainer, live, run_dir, gpus)   # read back from the processes
 
-The trainer's side is read from the trainer's own processes: for a trainer on Ray, the alive
-actors of this job in Ray's actor table (rollout replicas among them are counted as replicas)
-and each actor process's environment, read on its node; for the local trainer, this process.
+The trainer's side is read from the trainer's own processes. Each rank answers in its process
+with its rank, its process group's world size, its pid and node (the verl trainer's
+`ranks_seen()`; the local trainer is this process, rank 0 of 1): the gate counts those, never
+the spec. For a trainer on Ray, the ranks' processes are looked up among this job's alive
+actors in Ray's actor table (rollout replicas among them are counted as replicas) and each
+one's environment is read on its node; without Ray, from /proc of this host.
 """
 
 from __future__ import annotations
@@ -72,6 +75,13 @@ def _environ(pid: int) -> dict[str, str]:
     return dict(e.partition("=")[::2] for e in raw.split("\0") if "=" in e)
 
 
+def _environ_if_alive(pid: int) -> dict[str, str] | None:
+    try:
+        return _environ(pid)
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
 def _ray_actors() -> tuple[list[dict[str, Any]], float] | None:
     """This job's alive Ray actors and the cluster's GPUs, or None when no Ray is running here
     (the local trainer). Ray is never imported for that answer."""
@@ -105,23 +115,32 @@ def _actor_environ(actor: dict[str, Any]) -> dict[str, str]:
 
 
 def trainer_placement(spec: RunSpec, trainer: Trainer) -> TrainerPlacement:
-    """The built trainer's placement, read back from its processes."""
+    """The built trainer's placement, read back from its processes: the verl trainer's ranks
+    each answer with their rank, world size, pid and node (`ranks_seen()`), and their
+    processes are looked up among this job's alive Ray actors; the local trainer is this
+    process, rank 0 of 1."""
     topology = getattr(trainer, "topology", None)  # the verl trainer: (world_size, device)
     if topology is not None:
-        world_size, device = int(topology.world_size), str(topology.device)
+        device = str(topology.device)
+        seen = list(trainer.ranks_seen())  # type: ignore[attr-defined]
     else:  # the local trainer: one process, this one
         actor = getattr(trainer, "actor", None)
-        world_size, device = 1, str(getattr(getattr(actor, "device", None), "type", "cpu"))
+        device = str(getattr(getattr(actor, "device", None), "type", "cpu"))
+        seen = [{"rank": 0, "world_size": 1, "pid": os.getpid(), "node": None}]
+    ranks = tuple((int(r["rank"]), int(r["world_size"])) for r in seen)
     found = _ray_actors()
-    if found is None:
-        envs, ray_gpus, rollout = [dict(os.environ)], None, ()
+    if found is None:  # no Ray: the rank processes of this host (the local trainer: this one)
+        pids = sorted({int(r["pid"]) for r in seen})
+        read = [dict(os.environ) if pid == os.getpid() else _environ_if_alive(pid) for pid in pids]
+        envs, ray_gpus, rollout = [env for env in read if env is not None], None, ()
     else:
         actors, ray_gpus = found
         rollout = tuple(
             a["ActorClassName"] for a in actors if ROLLOUT_ACTOR.search(a["ActorClassName"])
         )
-        trainers = [a for a in actors if not ROLLOUT_ACTOR.search(a["ActorClassName"])]
-        envs = [_actor_environ(a) for a in trainers] or [dict(os.environ)]
+        keys = {(r["node"], int(r["pid"])) for r in seen}
+        trainers = [a for a in actors if (a["Address"]["NodeID"], int(a["Pid"])) in keys]
+        envs = [_actor_environ(a) for a in trainers]
     gpus: set[str] = set()
     if device == "cuda":
         for env in envs:  # unset: the process may use every GPU the host exposes
@@ -130,7 +149,7 @@ def trainer_placement(spec: RunSpec, trainer: Trainer) -> TrainerPlacement:
     return TrainerPlacement(
         backend=spec.backends.trainer,
         device=device,
-        world_size=world_size,
+        ranks=ranks,
         processes=len(envs),
         gpus=tuple(sorted(gpus)),
         ray_gpus=ray_gpus,
