@@ -261,3 +261,35 @@ def test_a_jobs_files_are_written_off_the_event_loop(
     assert hashed == [False, False]  # once per trial, off the loop
     job = json.loads((tmp_path / "job" / "result.json").read_text())
     assert job["n_total_trials"] == 2 and len(list((tmp_path / "job").glob("*/result.json"))) == 2
+
+
+@pytest.mark.usefixtures("isolation")
+def test_progress_counts_each_trial_once_while_result_json_is_being_written(
+    tmp_path: Path, fix_add: Path, monkeypatch
+) -> None:
+    """The job's result.json is written off the loop; a trial that ends meanwhile must not
+    make the one being written report its count (two trials reporting 2, none 1)."""
+    import time
+
+    from forge_sandbox import _job
+
+    job = tmp_path / "job"
+    real = _job.atomic_write_json
+
+    def slow(path, obj):  # the first trial's write waits until the second trial has ended
+        if Path(path) == job / "result.json" and obj["stats"]["n_completed_trials"] == 1:
+            deadline = time.monotonic() + 10
+            while len(list(job.glob("*/result.json"))) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.2)  # its trial returns to the job meanwhile
+        return real(path, obj)
+
+    monkeypatch.setattr(_job, "atomic_write_json", slow)
+    seen: list[int] = []
+    asyncio.run(
+        run_job(
+            [load_task(fix_add)], job, "oracle", attempts=2, concurrency=2,
+            progress=lambda done, total, _result: seen.append(done),
+        )
+    )  # fmt: skip
+    assert seen == [1, 2]

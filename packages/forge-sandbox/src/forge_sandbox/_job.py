@@ -207,12 +207,13 @@ async def run_job(
             finally:
                 if warm_start is not None:
                     await warm_start.discard_untaken()
-        results.append(result)
         async with writing:  # off the event loop, one at a time, each with every result so far
+            results.append(result)  # in the lock: each trial reports its own count, in order
+            done = len(results)
             summary = _job_result(job_id, started_at, total, results, False, concurrency)
             await asyncio.to_thread(atomic_write_json, job_dir / "result.json", summary)
-        if progress is not None:
-            progress(len(results), total, result)
+            if progress is not None:
+                progress(done, total, result)
 
     failed = await _all_ended([asyncio.create_task(one(task, k)) for task, k in todo], stops)
     # 3. the final job result
