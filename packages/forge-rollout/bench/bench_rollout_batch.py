@@ -11,10 +11,11 @@ run (result.json `verifier`). The batch's lower bound is max(the longest episode
 episodes / concurrency); efficiency = bound / the batch's wall time. What is left is
 orchestration: sandbox starts, the change's manifests and carry, stops, the gateway, waiting.
 
-After two untimed episodes (a process's one-time imports), measured twice in one run: with the
-warm queue (run_job's default: `concurrency` agent sandboxes started ahead, the verifier's
-sandbox started while the agent runs, stops after the verdict) and without it (`warm=0`),
-reported side by side with the mean time per stage.
+After two untimed episodes (a process's one-time imports), measured in one run: with the warm
+queue (run_job's default: `concurrency` agent sandboxes started ahead, the verifier's sandbox
+started while the agent runs, stops after the verdict) and without it (`warm=0`), reported
+side by side with the mean time per stage. One batch's efficiency moves by +-0.02 from batch to
+batch on a shared 2-core VM, so the queue's is the median of BATCHES batches (each reported).
 Target: `rollout_efficiency_c8` >= 0.85 (with the queue).
 """
 
@@ -44,6 +45,7 @@ ATTEMPTS = 2
 MODEL_S = 0.5  # model time per call (a GPU's decode of one agent turn is seconds; stricter)
 EXPLORE = ("ls -la", "grep -rn 'def ' . | head -20")  # two reads before the fix, then submit
 TARGET = 0.85
+BATCHES = 3  # with the queue; the median is judged
 
 
 def _at(stamp: str) -> float:
@@ -121,25 +123,30 @@ def _batch(
 def run() -> dict[str, Any]:
     tasks = resolve_tasks("demo")
     with tempfile.TemporaryDirectory(prefix="forge-bench-rollout-") as tmp:
-        for name in ("first", "warm", "cold"):
+        names = ("first", "cold", *(f"warm{i}" for i in range(BATCHES)))
+        for name in names:
             (Path(tmp) / name).mkdir()
         # untimed: a process's first episodes import the agent, the HTTP client and the
         # sandbox helpers once; a run pays that once, not per batch (the timed batches come after)
         _batch(tasks[:2], Path(tmp) / "first", None, attempts=1)
-        warm = _batch(tasks, Path(tmp) / "warm", None)
+        batches = [_batch(tasks, Path(tmp) / f"warm{i}", None) for i in range(BATCHES)]
         cold = _batch(tasks, Path(tmp) / "cold", 0)
+    ordered = sorted(batches, key=lambda b: b["efficiency"])
+    warm = ordered[len(ordered) // 2]  # the median batch
+    each = [b["efficiency"] for b in batches]
     return {
         "rollout_batch": {
             "concurrency": CONCURRENCY,
             "model_s_per_call": MODEL_S,
             "calls_per_episode": 2 + len(EXPLORE),
             "warm_queue": warm,
+            "warm_queue_batches": batches,
             "no_warm_queue": cold,
         },
         "summary": (
             f"rollout batch c{CONCURRENCY}, {warm['episodes']} episodes, {MODEL_S} s per call: "
-            f"efficiency {warm['efficiency']} with the warm queue (wall {warm['wall_s']} s, "
-            f"bound {warm['bound_s']} s), {cold['efficiency']} without it"
+            f"efficiency {warm['efficiency']} with the warm queue (the median of {each}; wall "
+            f"{warm['wall_s']} s, bound {warm['bound_s']} s), {cold['efficiency']} without it"
         ),
         "targets": [  # judged by tools/bench.py
             {
@@ -148,7 +155,8 @@ def run() -> dict[str, Any]:
                 "op": ">=",
                 "threshold": TARGET,
                 "unit": "x",
-                "note": f"without the warm queue: {cold['efficiency']}",
+                "note": f"median of {BATCHES} batches {each}; without the warm queue: "
+                f"{cold['efficiency']}",
             },
         ],
     }
