@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from forge_gates import GateError, load_spec, read_config, validate_config
-from forge_ppo.recipes._sandboxes import SANDBOX_BACKENDS, sandbox_executables
+from forge_ppo.recipes._sandboxes import SANDBOX_BACKENDS, sandbox_problems
 from forge_ppo.recipes.p0 import _p0 as p0
 from forge_ppo.recipes.p0 import run_p0
 from forge_ppo.recipes.train import train
@@ -27,11 +27,42 @@ def _spec(config: str, sandbox: str):
     return spec
 
 
-def test_bwrap_is_required_for_the_local_sandbox_only() -> None:
+def test_the_local_sandbox_needs_are_checked_for_the_local_sandbox_only(monkeypatch) -> None:
+    """bwrap (and nsenter, setpriv, sh), root and writable cgroups, each missing piece one
+    violation with its fix; nothing of it for the image backends."""
+    import os
+    import shutil
+
     assert SANDBOX_BACKENDS == ("local", "kubernetes", "docker")
-    assert sandbox_executables(load_spec("smoke-local")) == ["bwrap"]
-    assert sandbox_executables(load_spec("smoke-k8s-local")) == []
-    assert sandbox_executables(load_spec("smoke-docker-local")) == []
+    real_which = shutil.which
+    monkeypatch.setattr(
+        shutil,
+        "which",
+        lambda name, *a, **k: None if name == "bwrap" else real_which(name, *a, **k),
+    )
+    monkeypatch.setattr(os, "geteuid", lambda: 1001)
+    problems = {v.rule: v for v in sandbox_problems(load_spec("smoke-local"))}
+    assert {"tools.bwrap", "local.root"} <= set(problems), problems
+    assert "euid 1001" in problems["local.root"].found
+    assert "run as root" in problems["local.root"].fix
+    assert "backends.sandbox = 'docker'" in problems["local.root"].fix
+    assert sandbox_problems(load_spec("smoke-k8s-local")) == []
+    assert sandbox_problems(load_spec("smoke-docker-local")) == []
+
+
+def test_a_local_run_as_another_user_is_refused_before_a_run_folder(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """As an ordinary user every exec of the local backend would fail (nsenter cannot join
+    bwrap's outer namespaces): preflight says so, not eight errored episodes."""
+    import os
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1001)
+    with pytest.raises(GateError) as error:
+        train(load_spec("smoke-local"), runs_root=tmp_path / "runs")
+    assert error.value.gate == "PPO_PREFLIGHT_PASSED"
+    assert "local.root" in {v.rule for v in error.value.violations}
+    assert not (tmp_path / "runs").exists()
 
 
 @pytest.fixture

@@ -70,6 +70,7 @@ from forge_sandbox._trial import (
     reward_of,
     run_trial,
 )
+from forge_sandbox.local._bwrap import host_problems as local_host_problems
 from forge_sandbox.local._cgroup_detect import detect_cgroups
 from forge_sandbox.local._cgroups import CgroupLimits
 from forge_sandbox.local._doctor import run_doctor
@@ -122,6 +123,7 @@ __all__ = [
     "VerifierOOMError",
     "VerifierTimeoutError",
     "detect_cgroups",
+    "local_host_problems",
     "discover_tasks",
     "find_evidence",
     "load_task",

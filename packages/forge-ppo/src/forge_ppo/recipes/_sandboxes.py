@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from forge_gates import RunSpec
-from forge_sandbox import HarborTask, SandboxFactory, open_backend
+from forge_gates import RunSpec, Violation
+from forge_sandbox import HarborTask, SandboxFactory, local_host_problems, open_backend
 
 # the sandbox engines the recipes drive (DESIGN §2); preflight refuses any other
 SANDBOX_BACKENDS: tuple[str, ...] = ("local", "kubernetes", "docker")
@@ -33,7 +33,9 @@ def close_sandboxes(make_sandbox: SandboxFactory) -> None:
         close()
 
 
-def sandbox_executables(spec: RunSpec) -> list[str]:
-    """What preflight must find on this machine for `backends.sandbox`: bwrap for 'local'; the
-    image backends run their sandboxes elsewhere (preflight's backend rules check for them)."""
-    return ["bwrap"] if spec.backends.sandbox == "local" else []
+def sandbox_problems(spec: RunSpec) -> list[Violation]:
+    """What this machine lacks for `backends.sandbox = 'local'` (bwrap and its helpers, root,
+    writable cgroups), each with its fix, for preflight: a run that could start no sandbox
+    stops before its run folder, not with every episode an infrastructure error. The image
+    backends are checked by preflight's backend rules (their daemon / cluster)."""
+    return local_host_problems() if spec.backends.sandbox == "local" else []

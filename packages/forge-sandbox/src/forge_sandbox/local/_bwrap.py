@@ -35,6 +35,7 @@ from pathlib import Path
 from forge_gates import Violation
 from forge_sandbox._errors import INSTALL_BWRAP, SandboxUnavailableError
 from forge_sandbox._spec import DEFAULT_PATH, SCRATCH_DIRS, SandboxSpec
+from forge_sandbox.local._cgroup_detect import detect_cgroups
 from forge_sandbox.local._init import INIT_DIR, init_script
 from forge_sandbox.seccomp import ptrace_filter
 
@@ -96,6 +97,45 @@ def find_tools(bwrap: str | None = None) -> Tools:
             for name in missing
         )
     return Tools(**{k: str(v) for k, v in found.items()})
+
+
+ROOT_FOUND = "nsenter: reassociate to namespace 'ns/cgroup' failed: Operation not permitted"
+
+
+def require_root() -> None:
+    """The local backend runs as root only (fails closed otherwise, before anything starts).
+
+    As another user, bwrap puts the sandbox's init in a user namespace nested in the one that
+    owns its other namespaces (`--dev` and `--disable-userns` each make bwrap nest one), and
+    nsenter (util-linux 2.38 here) joins only the init's: every exec then fails to enter the
+    cgroup namespace. Measured as an ordinary user on this VM, with the cgroups delegated."""
+    if os.geteuid() != 0:
+        raise SandboxUnavailableError(
+            [
+                Violation(
+                    rule="local.root",
+                    expected="root: the local backend runs each sandbox as host uid 100000 and "
+                    "enters it with nsenter, which must join the namespaces bwrap's outer user "
+                    "namespace owns",
+                    found=f"euid {os.geteuid()}: as this user every exec fails ({ROOT_FOUND})",
+                    fix="run as root (`sudo -E nox -s ...`, or a container / VM where you are "
+                    "root), or run the sandboxes elsewhere: backends.sandbox = 'docker' or "
+                    "'kubernetes'",
+                )
+            ]
+        )
+
+
+def host_problems(bwrap: str | None = None) -> list[Violation]:
+    """What this host lacks for the local backend (its programs, root, writable cgroups), each
+    with its fix; [] when sandboxes can run here. Preflight and `doctor` ask this."""
+    problems: list[Violation] = []
+    for check in (lambda: find_tools(bwrap), require_root, detect_cgroups):
+        try:
+            check()
+        except SandboxUnavailableError as exc:
+            problems += exc.violations
+    return problems
 
 
 def root_binds(spec: SandboxSpec) -> list[str]:

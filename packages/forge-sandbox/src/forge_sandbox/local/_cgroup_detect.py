@@ -85,8 +85,8 @@ def _writable(driver: CgroupDriver, mount: Path) -> CgroupDriver:
                     rule="cgroups.writable",
                     expected=f"a writable cgroup hierarchy at {mount}",
                     found=f"not writable by uid {os.geteuid()}",
-                    fix="run as root, or delegate a cgroup subtree to this user (systemd "
-                    "Delegate=yes) and mount it read-write",
+                    fix="run as root (the local backend needs root anyway: rule local.root); "
+                    "or run the sandboxes elsewhere: backends.sandbox = 'docker' or 'kubernetes'",
                 )
             ]
         )

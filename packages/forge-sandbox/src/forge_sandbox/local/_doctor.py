@@ -15,7 +15,7 @@ from pathlib import Path
 from forge_sandbox._errors import INSTALL_BWRAP, SandboxError, SandboxUnavailableError
 from forge_sandbox._probe import Probe
 from forge_sandbox._spec import SandboxSpec
-from forge_sandbox.local._bwrap import find_tools
+from forge_sandbox.local._bwrap import find_tools, require_root
 from forge_sandbox.local._cgroup_detect import detect_cgroups
 from forge_sandbox.local._cgroups import V1Driver
 from forge_sandbox.local._hostside import state_root, unreachable_folder
@@ -157,6 +157,15 @@ def _reach_probe() -> Probe:
     return Probe(name="state-folder", ok=True, required=True, found=found)
 
 
+def _root_probe() -> Probe:
+    try:
+        require_root()
+    except SandboxUnavailableError as exc:
+        (problem,) = exc.violations
+        return Probe(name="root", ok=False, required=True, found=problem.found, fix=problem.fix)
+    return Probe(name="root", ok=True, required=True, found="euid 0")
+
+
 def run_doctor(bwrap: str | None = None, live: bool = True) -> list[Probe]:
     """Every probe, in order; the live one starts and stops a real sandbox."""
     probes = [
@@ -168,6 +177,7 @@ def run_doctor(bwrap: str | None = None, live: bool = True) -> list[Probe]:
             + (" (sandboxes run as host uid 100000)" if os.geteuid() == 0 else ""),
         ),
         *_tools_probes(bwrap),
+        _root_probe(),
         _cgroup_probe(),
         _userns_probe(),
         _python_probe(),

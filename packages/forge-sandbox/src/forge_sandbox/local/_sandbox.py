@@ -181,6 +181,7 @@ class LocalSandbox:
                 "task.toml, or run it on the Docker backend (--backend docker)"
             )
         tools = self._tools = _bwrap.find_tools(self._bwrap_name)
+        _bwrap.require_root()
         driver = detect_cgroups(self._mountinfo, self._cgroup_parent)
         await asyncio.to_thread(sweep_stale, driver)
         root = state_root(self._state_root, self._host_uid)  # one the sandbox uid can reach

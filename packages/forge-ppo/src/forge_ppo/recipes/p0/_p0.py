@@ -59,7 +59,7 @@ from forge_ppo.recipes._sandboxes import (
     SANDBOX_BACKENDS,
     close_sandboxes,
     open_sandboxes,
-    sandbox_executables,
+    sandbox_problems,
 )
 from forge_ppo.recipes.p0._checks import (
     check_hack_audit,
@@ -110,7 +110,7 @@ def run_p0(
     gate(
         None,
         Gate.P0_PREFLIGHT_PASSED,
-        preflight(spec, runs_root, executables=sandbox_executables(spec), implemented=BACKENDS),
+        [*preflight(spec, runs_root, implemented=BACKENDS), *sandbox_problems(spec)],
         {"phase": "p0"},
     )
     adapters = resolve_candidates(spec, checkpoints, only)

@@ -38,7 +38,7 @@ from forge_ppo._protocol import Trainer
 from forge_ppo._trainers import BACKENDS, build_trainer, check_parent
 from forge_ppo.algo._observability import EpisodeOutcome
 from forge_ppo.checkpoint._update import UpdateRecord
-from forge_ppo.recipes._sandboxes import sandbox_executables
+from forge_ppo.recipes._sandboxes import sandbox_problems
 from forge_ppo.recipes._warm_starts import resolve_warm_start
 from forge_ppo.recipes.train._checks import (
     budget_gates,
@@ -116,9 +116,8 @@ def train(
         None,
         Gate.PPO_PREFLIGHT_PASSED,
         [
-            *preflight(
-                spec, runs_root, executables=sandbox_executables(spec), implemented=BACKENDS
-            ),
+            *preflight(spec, runs_root, implemented=BACKENDS),
+            *sandbox_problems(spec),
             *check_curves(curves),
         ],
         {"phase": spec.phase},
