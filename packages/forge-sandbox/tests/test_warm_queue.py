@@ -155,6 +155,47 @@ def test_a_cancelled_job_leaves_no_sandbox_warm_or_running(tmp_path: Path, make_
 
 
 @pytest.mark.usefixtures("isolation")
+def test_a_trial_cancelled_before_it_uses_its_warm_sandbox_still_stops_it(
+    tmp_path: Path, make_task, monkeypatch
+) -> None:
+    """A trial takes its warm sandbox, then writes its config and hashes its task off the loop
+    before the sandbox is in its hands; cancelled there (Ctrl-C), the sandbox must still be
+    stopped (it was left running, its state folder behind: a flaky test_interrupt)."""
+    import threading
+
+    from forge_sandbox import _trial
+
+    tasks = _tasks(make_task, 2)
+    recorder = Recorder()
+    hashing = threading.Event()
+    real = _trial.task_checksum
+
+    def slow_checksum(folder):
+        hashing.set()
+        time.sleep(1.0)  # the job is cancelled meanwhile
+        return real(folder)
+
+    monkeypatch.setattr(_trial, "task_checksum", slow_checksum)
+
+    async def go() -> None:
+        job = asyncio.ensure_future(run_job(tasks, tmp_path / "job", "oracle", concurrency=1,
+                                            warm=2, make_sandbox=recorder))  # fmt: skip
+        for _ in range(400):  # until the first trial hashes its task and a sandbox has started
+            await asyncio.sleep(0.02)
+            if hashing.is_set() and any(box.running for box in recorder.made):
+                break
+        assert hashing.is_set()
+        job.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await job
+        await _all_stopped(recorder)
+
+    asyncio.run(go())
+    assert recorder.made, "expected the warm queue to have started a sandbox"
+    assert not list((tmp_path / "job").glob("*/result.json"))
+
+
+@pytest.mark.usefixtures("isolation")
 def test_a_stop_that_fails_fails_the_job_after_the_verdicts(tmp_path: Path, make_task) -> None:
     tasks = _tasks(make_task, 2)
 

@@ -658,8 +658,13 @@ async def run_trial(
     config = _trial_config(task, agent, trial_dir, job_id, verifier_timeout_s, make_sandbox)
     # files are written off the event loop (each is two fsyncs: other trials go on meanwhile),
     # and the task is hashed there too (every file of its folder), as it is when the trial starts
-    await asyncio.to_thread(atomic_write_json, trial_dir / "config.json", config)
-    checksum = await asyncio.to_thread(task_checksum, task.path)
+    try:
+        await asyncio.to_thread(atomic_write_json, trial_dir / "config.json", config)
+        checksum = await asyncio.to_thread(task_checksum, task.path)
+    except BaseException:  # cancelled (or failed) before the sandboxes were its: still stopped
+        if prepared is not None:
+            await _discard(prepared)
+        raise
     state = _TrialState()
     started_at = _now()
     try:
@@ -679,6 +684,14 @@ async def run_trial(
     else:
         cleanup(_stop_all(state.later))
     return result
+
+
+async def _discard(prepared: Awaitable[Prepared]) -> None:
+    """Stop a sandbox started ahead for a trial that ended before using it (once started)."""
+    starting = asyncio.ensure_future(prepared)
+    await asyncio.wait([starting])
+    if not starting.cancelled() and starting.exception() is None:
+        await starting.result().discard()
 
 
 async def _stop_all(stops: list[Coroutine[Any, Any, None]]) -> None:
