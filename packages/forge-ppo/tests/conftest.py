@@ -147,15 +147,31 @@ def poison_and_rehash():
 
 @pytest.fixture
 def isolation() -> None:
-    """Real bubblewrap sandboxes, or a skip that says why; under CI=true a failure (CI installs
-    bubblewrap, so a skip there would hide a broken machine)."""
-    from forge_sandbox import run_doctor
+    """Real bubblewrap sandboxes (bwrap and its helpers, root, writable cgroups), or a skip that
+    says what is missing; under CI=true a failure (CI provides them, so a skip there would hide
+    a broken machine)."""
+    from forge_sandbox import local_host_problems
 
-    if not any(p.ok for p in run_doctor() if "bwrap" in p.name.lower()):
-        reason = "bubblewrap sandboxes unavailable here (apt-get install -y bubblewrap)"
+    problems = local_host_problems()
+    if problems:
+        reason = "no local sandboxes here: " + "; ".join(
+            f"[{v.rule}] {v.found} (fix: {v.fix})" for v in problems
+        )
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
+
+
+@pytest.fixture
+def no_sandbox_preflight(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests of the gates a run meets before any sandbox starts (model, split, warm start,
+    protocol): the local sandbox's own preflight (root, cgroups) is not what they test, and
+    they run as an ordinary user too."""
+    from forge_ppo.recipes.p0 import _p0
+    from forge_ppo.recipes.train import _train
+
+    for module in (_p0, _train):
+        monkeypatch.setattr(module, "sandbox_problems", lambda spec: [])
 
 
 # -- Harbor job folders: forge-eval's test builders (Harbor's own field names) ---------------

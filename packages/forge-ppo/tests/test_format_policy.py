@@ -47,6 +47,7 @@ def test_format_policy_key_changes_with_tasks_and_specs(tmp_path):
     )
 
 
+@pytest.mark.usefixtures("isolation")
 def test_format_policy_builds_through_the_real_chain_and_warm_starts(tmp_path, monkeypatch):
     model = make_tiny_model(tmp_path / "tiny", TinyModelSpec(seed=0))
     spec = _spec()

@@ -197,6 +197,7 @@ def test_a_panel_with_missing_attempts_is_not_complete(tmp_path: Path, harbor) -
     assert [v.rule for v in error.value.violations] == ["p0.panel_complete.test.attempts"]
 
 
+@pytest.mark.usefixtures("no_sandbox_preflight")
 def test_a_protocol_difference_stops_the_run_before_a_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

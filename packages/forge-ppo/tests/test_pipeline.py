@@ -149,6 +149,7 @@ def test_bad_config_stops_before_a_run_folder(tmp_path: Path, cache_dir: Path, c
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.usefixtures("no_sandbox_preflight")
 def test_missing_model_and_full_disk_stop_before_a_run_folder(
     tmp_path: Path, cache_dir: Path, capsys
 ) -> None:
@@ -159,6 +160,7 @@ def test_missing_model_and_full_disk_stop_before_a_run_folder(
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.usefixtures("no_sandbox_preflight")
 def test_a_changed_task_file_stops_the_run_before_a_run_folder(
     tmp_path: Path, cache_dir: Path, capsys
 ) -> None:
@@ -323,6 +325,7 @@ def test_checkpoint_retention_keeps_the_last_k_and_the_best_validated() -> None:
     assert retired_checkpoints([3, 1, 2], 1, 0) == [1, 2]  # step 0 (no checkpoint) protects none
 
 
+@pytest.mark.usefixtures("no_sandbox_preflight")
 def test_a_bad_warm_start_checkpoint_stops_before_a_run_folder(
     tmp_path: Path, cache_dir: Path, capsys, saved, tiny, poison_and_rehash
 ) -> None:
@@ -343,6 +346,7 @@ def test_a_bad_warm_start_checkpoint_stops_before_a_run_folder(
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.usefixtures("no_sandbox_preflight")
 def test_the_split_is_verified_before_the_demo_policy_is_built_from_it(
     tmp_path: Path, cache_dir: Path, monkeypatch, capsys
 ) -> None:

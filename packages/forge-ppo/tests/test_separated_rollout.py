@@ -50,8 +50,12 @@ class VerlLike:
 
     def __init__(self, world_size: int = 4, device: str = "cuda", *, answers=None) -> None:
         self.topology = Topology(world_size, device)
-        sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
-        self.processes = [subprocess.Popen(sleep) for _ in range(world_size)]
+        sleep = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"]
+        self.processes = [
+            subprocess.Popen(sleep, stdout=subprocess.PIPE, text=True) for _ in range(world_size)
+        ]
+        for process in self.processes:  # running Python: its environment is readable whole
+            assert process.stdout is not None and process.stdout.readline() == "up\n"
         self.answers = answers or [(rank, world_size) for rank in range(world_size)]
 
     def ranks_seen(self) -> list[dict]:
@@ -64,6 +68,8 @@ class VerlLike:
         for process in self.processes:
             process.kill()
             process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
 
 
 @pytest.fixture

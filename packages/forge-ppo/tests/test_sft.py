@@ -269,6 +269,7 @@ def test_the_demo_policy_key_changes_with_its_premature_submits(tmp_path):
     assert len(keys) == 3
 
 
+@pytest.mark.usefixtures("isolation")
 def test_premature_submits_are_recorded_through_the_real_chain_with_reward_0(tmp_path):
     """Gateway, bubblewrap sandbox and verifier: each decoy episode is one call that submits,
     the verifier gives it 0, and it becomes one row whose action is exactly the submit reply;

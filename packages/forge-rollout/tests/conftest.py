@@ -162,11 +162,16 @@ def stub_gateway(stub, tmp_path: Path) -> Iterator[tuple[str, Any, Path, Any]]:
 
 @pytest.fixture
 def isolation() -> None:
-    """Real bubblewrap sandboxes, or a skip that says why (CI installs bubblewrap)."""
-    from forge_sandbox import run_doctor
+    """Real bubblewrap sandboxes (bwrap and its helpers, root, writable cgroups), or a skip that
+    says what is missing; under CI=true a failure (CI provides them, so a skip there would hide
+    a broken machine)."""
+    from forge_sandbox import local_host_problems
 
-    if not any(p.ok for p in run_doctor() if "bwrap" in p.name.lower()):
-        reason = "bubblewrap sandboxes unavailable here (apt-get install -y bubblewrap)"
-        if os.environ.get("CI") == "true":  # CI installs bubblewrap: never skip there
+    problems = local_host_problems()
+    if problems:
+        reason = "no local sandboxes here: " + "; ".join(
+            f"[{v.rule}] {v.found} (fix: {v.fix})" for v in problems
+        )
+        if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)

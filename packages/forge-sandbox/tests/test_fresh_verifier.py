@@ -191,6 +191,7 @@ def test_the_change_travels_sources_and_modes_not_bytecode_git_or_tmp(
         assert "pkg/café -x.py" in carried.entries and "-gone dash.py" not in carried.entries
 
 
+@pytest.mark.usefixtures("isolation")
 def test_extract_unpacks_in_one_call_with_modes_and_the_exec_users_ownership(
     tmp_path: Path,
 ) -> None:
@@ -201,6 +202,7 @@ def test_extract_unpacks_in_one_call_with_modes_and_the_exec_users_ownership(
     asyncio.run(go())
 
 
+@pytest.mark.usefixtures("isolation")
 def test_a_change_without_deletions_reaches_the_fresh_sandbox_in_one_call(
     tmp_path: Path, monkeypatch
 ) -> None:
@@ -234,6 +236,7 @@ def test_a_change_without_deletions_reaches_the_fresh_sandbox_in_one_call(
     assert {p: e.kind for p, e in carried.items()} == {"a.py": "f", "b": "d", "b/c.py": "f"}
 
 
+@pytest.mark.usefixtures("isolation")
 @pytest.mark.parametrize(
     "unreadable", ["", "chmod 000 pkg/mod.py", "chmod 000 pkg"], ids=["readable", "file", "folder"]
 )

@@ -358,6 +358,7 @@ def test_check_marks_names_every_difference() -> None:
     assert check_marks(before, []) == ["pid 7 (sleep) is gone (or replaced)"]
 
 
+@pytest.mark.usefixtures("isolation")
 def test_the_init_programs_come_from_the_sandbox_s_own_root(tmp_path: Path) -> None:
     """Links are followed inside the rootfs (an image's busybox), never out to the host's."""
     root = tmp_path / "rootfs"

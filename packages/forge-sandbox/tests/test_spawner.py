@@ -39,6 +39,7 @@ def _spawner_pid() -> int:
     return spawner.process.pid
 
 
+@pytest.mark.usefixtures("isolation")
 def test_children_get_the_filter_their_descriptors_a_session_and_default_signals(
     tmp_path: Path,
 ) -> None:

@@ -58,6 +58,7 @@ def test_escaping_members_are_refused(member: tarfile.TarInfo, tmp_path: Path) -
     assert list(tmp_path.iterdir()) == []  # no staging folder left behind
 
 
+@pytest.mark.usefixtures("isolation")
 def test_links_inside_the_root_are_kept(tmp_path: Path) -> None:
     archive = _archive(
         _member("out", tarfile.DIRTYPE),
