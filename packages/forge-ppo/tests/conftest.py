@@ -147,19 +147,12 @@ def poison_and_rehash():
 
 @pytest.fixture
 def isolation() -> None:
-    """Real bubblewrap sandboxes (bwrap and its helpers, root, writable cgroups), or a skip that
-    says what is missing; under CI=true a failure (CI provides them, so a skip there would hide
-    a broken machine)."""
-    from forge_sandbox import local_host_problems
+    """Real local sandboxes, or a skip that names what is missing (a failure under CI=true)."""
+    from forge_sandbox.testing import local_sandbox_problem
 
-    problems = local_host_problems()
-    if problems:
-        reason = "no local sandboxes here: " + "; ".join(
-            f"[{v.rule}] {v.found} (fix: {v.fix})" for v in problems
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    problem = local_sandbox_problem()
+    if problem is not None:  # CI provides them: a skip there would hide a broken machine
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)
 
 
 @pytest.fixture

@@ -12,31 +12,17 @@ from pathlib import Path
 import pytest
 
 from forge_sandbox import SandboxUnavailableError, detect_cgroups
-from forge_sandbox.local._bwrap import find_tools
+from forge_sandbox.testing import local_sandbox_problem
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def _isolation_problem() -> str | None:
-    try:
-        find_tools()
-        detect_cgroups()
-    except SandboxUnavailableError as exc:
-        return str(exc)
-    if os.geteuid() != 0:
-        return "these tests create cgroups and run sandboxes as host uid 100000: run as root"
-    return None
-
-
 @pytest.fixture(scope="session")
 def isolation() -> None:
-    """Skip (with the reason) where bwrap/cgroups cannot exist; fail instead under CI=true."""
-    problem = _isolation_problem()
-    if problem is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI must provide isolation (it installs bubblewrap): {problem}")
-    pytest.skip(f"no sandbox isolation here: {problem}")
+    """Real local sandboxes, or a skip that names what is missing (a failure under CI=true)."""
+    problem = local_sandbox_problem()
+    if problem is not None:  # CI provides them: a skip there would hide a broken machine
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)
 
 
 def _our_cgroups() -> list[str]:
