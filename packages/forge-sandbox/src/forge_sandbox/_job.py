@@ -29,6 +29,7 @@ from forge_sandbox._task import HarborTask
 from forge_sandbox._trial import (
     Prepared,
     TrialAgent,
+    discard_prepared,
     environment_config,
     prepare_trial,
     reward_of,
@@ -324,9 +325,7 @@ class _WarmStart:
         if self._taken:
             return
         self._taken = True
-        await asyncio.wait([self._starting])
-        if not self._starting.cancelled() and self._starting.exception() is None:
-            await self._starting.result().discard()
+        await discard_prepared(self._starting)
 
 
 def _change(key: str, old: Any, new: Any) -> str:

@@ -663,7 +663,7 @@ async def run_trial(
         checksum = await asyncio.to_thread(task_checksum, task.path)
     except BaseException:  # cancelled (or failed) before the sandboxes were its: still stopped
         if prepared is not None:
-            await _discard(prepared)
+            await discard_prepared(prepared)
         raise
     state = _TrialState()
     started_at = _now()
@@ -686,7 +686,7 @@ async def run_trial(
     return result
 
 
-async def _discard(prepared: Awaitable[Prepared]) -> None:
+async def discard_prepared(prepared: Awaitable[Prepared]) -> None:
     """Stop a sandbox started ahead for a trial that ended before using it (once started)."""
     starting = asyncio.ensure_future(prepared)
     await asyncio.wait([starting])

@@ -128,7 +128,8 @@ def require_root() -> None:
 
 def host_problems(bwrap: str | None = None) -> list[Violation]:
     """What this host lacks for the local backend (its programs, root, writable cgroups), each
-    with its fix; [] when sandboxes can run here. Preflight and `doctor` ask this."""
+    with its fix; [] when sandboxes can run here. The recipes' preflight and the test suites'
+    isolation fixture ask this (`doctor` probes each piece itself)."""
     problems: list[Violation] = []
     for check in (lambda: find_tools(bwrap), require_root, detect_cgroups):
         try:
