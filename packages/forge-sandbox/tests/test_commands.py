@@ -22,6 +22,7 @@ from forge_sandbox.local._bwrap import (
     command_argv,
     drop_to,
     exec_argv,
+    exec_join,
     find_tools,
     join_argv,
     root_binds,
@@ -90,6 +91,26 @@ def test_exec_argv_enters_every_namespace_as_the_sandbox_user() -> None:
     nsenter = argv
     assert _pairs(nsenter, "-W") == ["/workspace"] and _pairs(nsenter, "-S") == ["1000"]
     assert argv[-6:] == ["/usr/bin/env", "-i", "--", "A=1", "ls", "-l"]
+
+
+def test_exec_argv_as_another_user_keeps_its_ids_for_bwraps_mapping() -> None:
+    argv = exec_argv(TOOLS, SandboxSpec(), 4242, "/w", {}, ["id"], root=False)
+    assert "--preserve-credentials" in argv  # nsenter's setgroups is denied in bwrap's userns
+    assert "-S" not in argv and "-G" not in argv
+
+
+def test_exec_join_sets_the_leaf_the_rlimits_and_for_another_user_its_namespace() -> None:
+    spec = SandboxSpec(file_size_mb=3, open_files=64, pids_max=9, memory_mb=100)
+    as_root = exec_join(spec, [Path("/cg/a"), Path("/cg/b")], 4242, 500, root=True)
+    assert as_root == {
+        "procs": ["/cg/a", "/cg/b"],
+        "rlimits": [["core", 0], ["nofile", 64], ["fsize", 3 * 1024 * 1024]],
+        "oom_score_adj": 500,
+        "userns_of": None,  # root's nsenter joins every namespace itself
+    }
+    rootless = exec_join(spec, [], 4242, 500, root=False, rlimits=True)
+    assert rootless["userns_of"] == "/proc/4242/ns/mnt"  # its owner: bwrap's outer userns
+    assert rootless["rlimits"][-2:] == [["nproc", 9], ["data", 100 * 1024 * 1024]]
 
 
 def test_join_argv_counts_files_and_blocks() -> None:

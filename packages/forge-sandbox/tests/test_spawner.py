@@ -156,3 +156,50 @@ def test_a_sandbox_exec_whose_spawner_died_is_infrastructure_and_the_sandbox_goe
             assert again.exit_code == 0 and again.stdout.split() == ["fine", "1"]
 
     asyncio.run(scenario())
+
+
+def test_a_join_that_fails_runs_nothing_and_says_so(tmp_path: Path) -> None:
+    """The child joins the leaf before it execs: a leaf it cannot join (here: gone) is a
+    SandboxError naming the join, and the command never ran."""
+    marker = tmp_path / "ran"
+    files = [tmp_path / name for name in ("in", "out", "err")]
+    files[0].write_bytes(b"")
+
+    async def spawn() -> None:
+        with open(files[0], "rb") as i, open(files[1], "wb") as o, open(files[2], "wb") as e:
+            join = {"procs": [str(tmp_path / "gone" / "cgroup.procs")], "rlimits": []}
+            await _spawner.spawn(
+                sys.executable,
+                FILTER_HEX,
+                ["/bin/touch", str(marker)],
+                {},
+                [i.fileno(), o.fileno(), e.fileno()],
+                join,
+            )
+
+    with pytest.raises(SandboxError, match="cgroup leaf, rlimits and user namespace") as error:
+        asyncio.run(spawn())
+    assert "gone/cgroup.procs" in str(error.value)
+    assert not marker.exists()
+
+
+def test_the_join_sets_each_rlimit_before_the_command(tmp_path: Path) -> None:
+    files = [tmp_path / name for name in ("in", "out", "err")]
+    files[0].write_bytes(b"")
+
+    async def spawn() -> int:
+        with open(files[0], "rb") as i, open(files[1], "wb") as o, open(files[2], "wb") as e:
+            join = {"rlimits": [["nofile", 37], ["fsize", 4096], ["nproc", 5000]]}
+            proc = await _spawner.spawn(
+                sys.executable,
+                FILTER_HEX,
+                ["/bin/sh", "-c", "ulimit -n; ulimit -f; ulimit -p"],
+                {"PATH": "/bin"},
+                [i.fileno(), o.fileno(), e.fileno()],
+                join,
+            )
+        return await proc.wait()
+
+    assert asyncio.run(spawn()) == 0
+    # dash: -f in 512-byte blocks, -p processes
+    assert files[1].read_text().split() == ["37", "8", "5000"]

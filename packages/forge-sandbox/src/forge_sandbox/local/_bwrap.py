@@ -5,8 +5,9 @@ Init (once per sandbox):
     --as-pid-1 ... INIT_DIR/sh (pid 1: reaps) -> sleep infinity (both execute-only: see _init)
 Exec (per command):
     [spawned by the spawner, _seccomp_exec.py --serve: no_new_privs + the seccomp filter, once
-    per host process] sh JOIN(exec leaf, rlimits) -> nsenter -t INIT (all namespaces, its
-    root, cwd, uid/gid) -> env -i ENV... -> COMMAND
+    per host process; its child joins the exec leaf, sets the rlimits and enters bwrap's outer
+    user namespace: exec_join] nsenter -t INIT (all namespaces, its root, cwd, uid/gid) ->
+    env -i ENV... -> COMMAND
 
 Both get the seccomp filter of forge_sandbox.seccomp (ptrace, process_vm_readv/writev,
 pidfd_getfd and kcmp fail with EPERM): the init through bwrap's `--seccomp FD`, each exec
@@ -31,12 +32,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from forge_gates import Violation
 from forge_sandbox._errors import INSTALL_BWRAP, SandboxUnavailableError
 from forge_sandbox._spec import DEFAULT_PATH, SCRATCH_DIRS, SandboxSpec
-from forge_sandbox.local._cgroup_detect import detect_cgroups
+from forge_sandbox.local._cgroup_detect import detect_limits
 from forge_sandbox.local._init import INIT_DIR, init_script
+from forge_sandbox.local._seccomp_exec import JOIN_FAILED
 from forge_sandbox.seccomp import ptrace_filter
 
 READY = "forge-sandbox-ready"
@@ -47,7 +50,6 @@ ROOTFS_SKIP = frozenset(
 )
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 FILTER_HEX = ptrace_filter().hex()  # what every exec installs (bwrap reads the same bytes)
-JOIN_FAILED = "forge-sandbox: joining the cgroup / setting rlimits failed"
 # sh -c JOIN sh N PROCS... NOFILE FSIZE_BLOCKS OOM_ADJ CMD...: join the cgroup leaf, set rlimits
 # and the OOM score (execs are killed before the init), then exec CMD. Exit 125 + marker if not.
 JOIN_SCRIPT = (
@@ -99,39 +101,13 @@ def find_tools(bwrap: str | None = None) -> Tools:
     return Tools(**{k: str(v) for k, v in found.items()})
 
 
-ROOT_FOUND = "nsenter: reassociate to namespace 'ns/cgroup' failed: Operation not permitted"
-
-
-def require_root() -> None:
-    """The local backend runs as root only (fails closed otherwise, before anything starts).
-
-    As another user, bwrap puts the sandbox's init in a user namespace nested in the one that
-    owns its other namespaces (`--dev` and `--disable-userns` each make bwrap nest one), and
-    nsenter (util-linux 2.38 here) joins only the init's: every exec then fails to enter the
-    cgroup namespace. Measured as an ordinary user on this VM, with the cgroups delegated."""
-    if os.geteuid() != 0:
-        raise SandboxUnavailableError(
-            [
-                Violation(
-                    rule="local.root",
-                    expected="root: the local backend runs each sandbox as host uid 100000 and "
-                    "enters it with nsenter, which must join the namespaces bwrap's outer user "
-                    "namespace owns",
-                    found=f"euid {os.geteuid()}: as this user every exec fails ({ROOT_FOUND})",
-                    fix="run as root (`sudo -E nox -s ...`, or a container / VM where you are "
-                    "root), or run the sandboxes elsewhere: backends.sandbox = 'docker' or "
-                    "'kubernetes'",
-                )
-            ]
-        )
-
-
 def host_problems(bwrap: str | None = None) -> list[Violation]:
-    """What this host lacks for the local backend (its programs, root, writable cgroups), each
-    with its fix; [] when sandboxes can run here. The recipes' preflight and the test suites'
+    """What this host lacks for the local backend (its programs; as root, writable cgroups),
+    each with its fix; [] when sandboxes can run here (a user other than root without a
+    writable cgroup gets rlimits: `_proctree`). The recipes' preflight and the test suites'
     isolation fixture ask this (`doctor` probes each piece itself)."""
     problems: list[Violation] = []
-    for check in (lambda: find_tools(bwrap), require_root, detect_cgroups):
+    for check in (lambda: find_tools(bwrap), detect_limits):
         try:
             check()
         except SandboxUnavailableError as exc:
@@ -235,6 +211,36 @@ def join_argv(
     ]
 
 
+def exec_join(
+    spec: SandboxSpec,
+    procs_files: Sequence[Path],
+    init_pid: int,
+    oom_score_adj: int = 0,
+    *,
+    root: bool,
+    rlimits: bool = False,
+) -> dict[str, Any]:
+    """What the spawner's child does before it execs nsenter (`_seccomp_exec.join`): join the
+    cgroup leaf, set the rlimits (core 0, open files, file size), the OOM score, and, as a
+    user other than root, enter the user namespace that owns the init's mount namespace
+    (bwrap's outer one, which that user made). `rlimits` (no cgroup: `_proctree`): the
+    sandbox's limits as rlimits too, pids_max as RLIMIT_NPROC (counted per user namespace:
+    per sandbox) and the memory limit as RLIMIT_DATA (per process)."""
+    limits: list[list[str | int]] = [
+        ["core", 0],
+        ["nofile", spec.open_files],
+        ["fsize", spec.file_size_mb * 1024 * 1024],
+    ]
+    if rlimits:
+        limits += [["nproc", spec.pids_max], ["data", spec.memory_mb * 1024 * 1024]]
+    return {
+        "procs": [str(p) for p in procs_files],
+        "rlimits": limits,
+        "oom_score_adj": oom_score_adj,
+        "userns_of": None if root else f"/proc/{init_pid}/ns/mnt",
+    }
+
+
 def exec_argv(
     tools: Tools,
     spec: SandboxSpec,
@@ -242,10 +248,18 @@ def exec_argv(
     cwd: str,
     env: Mapping[str, str],
     command: Sequence[str],
+    *,
+    root: bool = True,
 ) -> list[str]:
     """Join the running sandbox's namespaces as its user, with exactly `env`, and run
-    `command` (spawned under no_new_privs and the seccomp filter by _spawner)."""
+    `command` (spawned under no_new_privs and the seccomp filter by _spawner).
+
+    As root, nsenter becomes the sandbox's uid/gid and drops every supplementary group. As
+    another user it keeps that user's ids (`--preserve-credentials`): bwrap maps exactly that
+    user to the sandbox's uid/gid, and its user namespaces deny setgroups (nsenter's would
+    fail), so the user's supplementary groups stay, as they stay on the sandbox's init."""
     namespaces = ["-U", "-m", "-u", "-i", "-n", "-p", "-C"]
+    ids = ["-S", str(spec.uid), "-G", str(spec.gid)] if root else ["--preserve-credentials"]
     return [
         tools.nsenter,
         "-t",
@@ -254,10 +268,7 @@ def exec_argv(
         "-r",
         "-W",
         cwd,
-        "-S",
-        str(spec.uid),
-        "-G",
-        str(spec.gid),
+        *ids,
         "--",
         "/usr/bin/env",
         "-i",

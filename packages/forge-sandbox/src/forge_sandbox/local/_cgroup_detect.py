@@ -21,6 +21,7 @@ from forge_sandbox.local._cgroups import (
     V2Driver,
     _read,
 )
+from forge_sandbox.local._proctree import RlimitDriver
 
 
 def _unescape(field: str) -> str:
@@ -78,22 +79,47 @@ def detect_cgroups(mountinfo: str | None = None, parent: str = "forge-sandbox") 
 
 
 def _writable(driver: CgroupDriver, mount: Path) -> CgroupDriver:
-    if not os.access(mount, os.W_OK):
+    """`driver` when its hierarchy is writable, or its parent folder(s) exist writable (a
+    cgroup delegated to this user); else SandboxUnavailableError (cgroups.writable)."""
+    roots = driver.root._unique() if isinstance(driver, V1Driver) else [driver.root.path]
+    delegated = all(r.is_dir() and os.access(r, os.W_OK) for r in roots)
+    if not (os.access(mount, os.W_OK) or delegated):
         raise SandboxUnavailableError(
             [
                 Violation(
                     rule="cgroups.writable",
-                    expected=f"a writable cgroup hierarchy at {mount}",
-                    found=f"not writable by uid {os.geteuid()}",
-                    fix="run as root (the local backend needs root anyway: rule local.root); "
-                    "or run the sandboxes elsewhere: backends.sandbox = 'docker' or 'kubernetes'",
+                    expected=f"a writable cgroup hierarchy at {mount}, or its sandbox parent "
+                    f"{roots[0]} delegated to uid {os.geteuid()}",
+                    found=f"neither writable by uid {os.geteuid()}",
+                    fix="run as root; or delegate the parent folders (as root: mkdir and chown "
+                    "them to this user); a user other than root without either gets rlimits "
+                    "instead (LocalSandbox.info['limits'])",
                 )
             ]
         )
     return driver
 
 
-def sweep_stale(driver: CgroupDriver) -> list[str]:
+def detect_limits(
+    mountinfo: str | None = None, parent: str = "forge-sandbox"
+) -> CgroupDriver | RlimitDriver:
+    """What bounds the local backend's sandboxes here: cgroups (detect_cgroups), or, for a
+    user other than root that no cgroup is writable for, rlimits (`_proctree`). Root without
+    writable cgroups fails closed (SandboxUnavailableError)."""
+    try:
+        return detect_cgroups(mountinfo, parent)
+    except SandboxUnavailableError as exc:
+        if os.geteuid() == 0 or [v.rule for v in exc.violations] != ["cgroups.writable"]:
+            raise
+    return RlimitDriver()
+
+
+def limits_kind(driver: CgroupDriver | RlimitDriver) -> str:
+    """'cgroup v1', 'cgroup v2' or 'rlimits' (what LocalSandbox.info['limits'] says)."""
+    return "rlimits" if isinstance(driver, RlimitDriver) else f"cgroup v{driver.version}"
+
+
+def sweep_stale(driver: CgroupDriver | RlimitDriver) -> list[str]:
     """Remove sandbox cgroups `sbx-<pid>-*` whose owning process is gone; their names."""
     removed = []
     for name in driver.names():

@@ -15,10 +15,11 @@ from pathlib import Path
 from forge_sandbox._errors import INSTALL_BWRAP, SandboxError, SandboxUnavailableError
 from forge_sandbox._probe import Probe
 from forge_sandbox._spec import SandboxSpec
-from forge_sandbox.local._bwrap import find_tools, require_root
-from forge_sandbox.local._cgroup_detect import detect_cgroups
+from forge_sandbox.local._bwrap import find_tools
+from forge_sandbox.local._cgroup_detect import detect_limits
 from forge_sandbox.local._cgroups import V1Driver
 from forge_sandbox.local._hostside import state_root, unreachable_folder
+from forge_sandbox.local._proctree import RlimitDriver
 from forge_sandbox.local._sandbox import DEFAULT_HOST_UID, LocalSandbox
 
 
@@ -48,10 +49,21 @@ def _tools_probes(bwrap: str | None) -> list[Probe]:
 
 def _cgroup_probe() -> Probe:
     try:
-        driver = detect_cgroups()
+        driver = detect_limits()
     except SandboxUnavailableError as exc:
         v = exc.violations[0]
         return Probe(name="cgroups", ok=False, required=True, found=v.found, fix=v.fix)
+    if isinstance(driver, RlimitDriver):
+        return Probe(
+            name="cgroups",
+            ok=True,
+            required=True,
+            found=f"none writable by uid {os.geteuid()}: limits are rlimits (pids_max per "
+            "sandbox as RLIMIT_NPROC, memory per process as RLIMIT_DATA, no CPU quota, no OOM "
+            "or refused-fork counts)",
+            fix="for cgroup limits: run as root, or delegate the cgroup parent folders to this "
+            "user",
+        )
     if isinstance(driver, V1Driver):
         controllers = ", ".join(sorted(driver.root.paths))
         extra = "freezer: race-free kill" if "freezer" in driver.root.paths else "no freezer"
@@ -157,15 +169,6 @@ def _reach_probe() -> Probe:
     return Probe(name="state-folder", ok=True, required=True, found=found)
 
 
-def _root_probe() -> Probe:
-    try:
-        require_root()
-    except SandboxUnavailableError as exc:
-        (problem,) = exc.violations
-        return Probe(name="root", ok=False, required=True, found=problem.found, fix=problem.fix)
-    return Probe(name="root", ok=True, required=True, found="euid 0")
-
-
 def run_doctor(bwrap: str | None = None, live: bool = True) -> list[Probe]:
     """Every probe, in order; the live one starts and stops a real sandbox."""
     probes = [
@@ -177,7 +180,6 @@ def run_doctor(bwrap: str | None = None, live: bool = True) -> list[Probe]:
             + (" (sandboxes run as host uid 100000)" if os.geteuid() == 0 else ""),
         ),
         *_tools_probes(bwrap),
-        _root_probe(),
         _cgroup_probe(),
         _userns_probe(),
         _python_probe(),

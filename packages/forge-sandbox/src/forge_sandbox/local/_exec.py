@@ -19,15 +19,15 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
 from forge_sandbox._errors import SandboxError
 from forge_sandbox._spec import DEFAULT_PATH, ExecResult
 from forge_sandbox.local._bwrap import JOIN_FAILED
-from forge_sandbox.local._cgroups import Cgroup
 from forge_sandbox.local._io import OutputPipe, drain
+from forge_sandbox.local._proctree import Group, adopt
 from forge_sandbox.local._spawner import Spawned, spawn
 
 DRAIN_GRACE_S = 0.5  # output still arriving after the command exited (background writers)
@@ -37,7 +37,7 @@ DRAIN_GRACE_S = 0.5  # output still arriving after the command exited (backgroun
 class Leaf:
     """An exec's cgroup leaf and its counters as its current exec found them."""
 
-    group: Cgroup
+    group: Group
     oom_kills: int = 0
     pids_limit_hits: int = 0
 
@@ -58,13 +58,15 @@ async def run_in_leaf(
     stdin: IO[bytes] | None = None,
     stdout_sink: IO[bytes] | None = None,
     filtered: tuple[str, str] | None = None,
+    join: Mapping[str, Any] | None = None,
 ) -> ExecResult:
-    """Run `argv` (which joins `leaf` before anything else) and report it as an ExecResult.
+    """Run `argv` and report it as an ExecResult; `argv` joins `leaf` before anything else,
+    or the spawner's child does (`join`, see _seccomp_exec.join).
 
     The leaf stays: the caller reuses it once empty. A failed or cancelled exec kills what it
     started and removes the leaf. `filtered`: (interpreter, filter hex) of the spawner that
     runs it under no_new_privs and that seccomp filter (_spawner); None: a plain child of
-    this process."""
+    this process (without `join`)."""
     out = OutputPipe(max_output_bytes) if stdout_sink is None else None
     err = OutputPipe(max_output_bytes)
     started = time.monotonic()
@@ -73,7 +75,8 @@ async def run_in_leaf(
         # 1. spawn; the wrapper joins the leaf, so every descendant is inside the limits
         sink = out.write_fd if out is not None else stdout_sink
         assert sink is not None  # a pipe is made exactly when no sink is given
-        proc = await _spawn(argv, stdin, sink, err, filtered)
+        proc = await _spawn(argv, stdin, sink, err, filtered, join)
+        adopt(leaf.group, proc.pid)  # without a cgroup, its process tree is the leaf
         pipes = [p for p in (out, err) if p is not None]
         for pipe in pipes:
             await pipe.start_reading()
@@ -122,9 +125,12 @@ async def _spawn(
     stdout: IO[bytes] | int,
     err: OutputPipe,
     filtered: tuple[str, str] | None,
+    join: Mapping[str, Any] | None,
 ) -> asyncio.subprocess.Process | Spawned:
     env = {"PATH": DEFAULT_PATH}
     if filtered is None:
+        if join:
+            raise ValueError("exec: a join needs the spawner (filtered); found a plain child")
         return await asyncio.create_subprocess_exec(
             *argv,
             stdin=stdin if stdin is not None else asyncio.subprocess.DEVNULL,
@@ -137,10 +143,10 @@ async def _spawn(
         if stdin is None:
             stdin = stack.enter_context(open(os.devnull, "rb"))
         out_fd = stdout if isinstance(stdout, int) else stdout.fileno()
-        return await spawn(*filtered, argv, env, [stdin.fileno(), out_fd, err.write_fd])
+        return await spawn(*filtered, argv, env, [stdin.fileno(), out_fd, err.write_fd], join)
 
 
-async def _kill_tree(leaf: Cgroup, proc: asyncio.subprocess.Process | Spawned) -> None:
+async def _kill_tree(leaf: Group, proc: asyncio.subprocess.Process | Spawned) -> None:
     await asyncio.to_thread(leaf.kill, 10.0, frozenset({proc.pid}))
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(proc.wait(), 2)
@@ -148,7 +154,7 @@ async def _kill_tree(leaf: Cgroup, proc: asyncio.subprocess.Process | Spawned) -
     await proc.wait()
 
 
-def kill_leaf(leaf: Cgroup) -> int:
+def kill_leaf(leaf: Group) -> int:
     """Kill every process of an exec's leaf (sandbox side first, then the host-side wrappers,
     which reap their children) and remove it; the number of processes it held."""
     held = len(leaf.pids())
@@ -157,7 +163,7 @@ def kill_leaf(leaf: Cgroup) -> int:
     return held
 
 
-def _kill_tree_now(leaf: Cgroup) -> None:
+def _kill_tree_now(leaf: Group) -> None:
     """Synchronous variant for a cancelled exec: the sandbox side first, then the wrappers."""
     with contextlib.suppress(OSError, SandboxError):
         host_side = frozenset(p for p in leaf.pids() if not _in_sandbox_pidns(p))
@@ -173,7 +179,7 @@ def _in_sandbox_pidns(pid: int) -> bool:
         return False
 
 
-def _retire(leaf: Cgroup) -> None:
+def _retire(leaf: Group) -> None:
     """Remove an exec's leaf once empty; one with background processes waits for stop()."""
     try:
         if not leaf.pids():

@@ -22,19 +22,21 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
+from forge_gates import Violation
 from forge_sandbox._errors import (
     EnvironmentStartTimeoutError,
     SandboxError,
     SandboxStartError,
     SandboxStateError,
     SandboxTransferError,
+    SandboxUnavailableError,
     TaskLayoutError,
 )
 from forge_sandbox._spec import DEFAULT_PATH, ExecResult, KillReport, SandboxSpec
 from forge_sandbox._tar import check_sandbox_path, pack, unpack
 from forge_sandbox.local import _bwrap
-from forge_sandbox.local._cgroup_detect import detect_cgroups, sweep_stale
-from forge_sandbox.local._cgroups import Cgroup, CgroupLimits
+from forge_sandbox.local._cgroup_detect import detect_limits, limits_kind, sweep_stale
+from forge_sandbox.local._cgroups import Cgroup, CgroupDriver, CgroupLimits
 from forge_sandbox.local._exec import Leaf, kill_leaf, run_in_leaf
 from forge_sandbox.local._hostside import (
     STATE_PREFIX,
@@ -52,6 +54,7 @@ from forge_sandbox.local._init import (
     mark_init,
     read_init,
 )
+from forge_sandbox.local._proctree import RlimitDriver, SandboxTree, adopt
 from forge_sandbox.seccomp import ptrace_filter
 
 DEFAULT_HOST_UID = 100_000
@@ -118,7 +121,7 @@ class LocalSandbox:
         self._cgroup_view = cgroup_view
         self._state = "new"
         self._dir: Path | None = None
-        self._cgroup: Cgroup | None = None
+        self._cgroup: Cgroup | SandboxTree | None = None
         self._init: asyncio.subprocess.Process | None = None
         self._tools: _bwrap.Tools | None = None
         self._execs = 0
@@ -126,6 +129,7 @@ class LocalSandbox:
         self._idle: list[Leaf] = []  # empty exec leaves, for the next execs
         self._hits: set[str] = set()  # limits any exec ran into since start
         self._init_marks: list[ProcessMark] = []  # the init as start() left it (check_init)
+        self._limits = ""  # what bounds it: "cgroup v1" | "cgroup v2" | "rlimits"
         self.info: dict[str, Any] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -181,8 +185,7 @@ class LocalSandbox:
                 "task.toml, or run it on the Docker backend (--backend docker)"
             )
         tools = self._tools = _bwrap.find_tools(self._bwrap_name)
-        _bwrap.require_root()
-        driver = detect_cgroups(self._mountinfo, self._cgroup_parent)
+        driver = self._limits_driver()
         await asyncio.to_thread(sweep_stale, driver)
         root = state_root(self._state_root, self._host_uid)  # one the sandbox uid can reach
         await asyncio.to_thread(sweep_stale_folders, root)
@@ -196,13 +199,15 @@ class LocalSandbox:
         init_programs = await asyncio.to_thread(
             install_init_programs, spec.rootfs or Path("/"), self._dir / "init"
         )
-        # 3. the sandbox's cgroup (its limits) and the init leaf
+        # 3. the sandbox's cgroup (its limits; or, without one, its process trees) and the
+        #    init leaf
         limits = CgroupLimits(
             memory_bytes=(spec.memory_mb + (spec.storage_mb or 0)) * 1024 * 1024,  # + tmpfs
             pids_max=spec.pids_max,
             cpu_quota_us=max(1000, int(spec.cpus * 100_000)),
         )
         self._cgroup = driver.create(f"sbx-{os.getpid()}-{secrets.token_hex(4)}", limits)
+        self._limits = limits_kind(driver)
         init_leaf = self._cgroup.child("init")
         # 4. bwrap, started inside the leaf as the unprivileged host uid, its command under the
         #    seccomp filter (read from a pipe); wait for READY
@@ -236,6 +241,7 @@ class LocalSandbox:
         finally:
             os.close(write_fd)
             os.close(seccomp_fd)
+        adopt(init_leaf, self._init.pid)
         try:
             self.info = await asyncio.wait_for(
                 self._await_ready(read_fd, log_path), spec.start_timeout_s
@@ -246,11 +252,30 @@ class LocalSandbox:
                 f"answer; bwrap said: {log_tail(log_path)!r}; fix: raise start_timeout_s or run "
                 "`forge-sandbox doctor`"
             ) from None
+        self.info["limits"] = self._limits
+        if isinstance(self._cgroup, SandboxTree):
+            self._cgroup.bind(self.init_pid)
         if spec.storage_mb is not None:  # copied into the tmpfs: no host copy stays behind
             await asyncio.to_thread(shutil.rmtree, workspace, True)
         # 5. what check_init() compares against: the init, once its sleep runs (a gate: an
         #    init that is traced, dumpable or unfiltered is refused here)
         self._init_marks = await mark_init(init_leaf.pids, self._pidns())
+
+    def _limits_driver(self) -> CgroupDriver | RlimitDriver:
+        """What bounds this sandbox (cgroups, or rlimits for a user with none writable)."""
+        driver = detect_limits(self._mountinfo, self._cgroup_parent)
+        if self._cgroup_view and isinstance(driver, RlimitDriver):
+            raise SandboxUnavailableError(
+                [
+                    Violation(
+                        rule="cgroups.view",
+                        expected="a cgroup to bind at /sys/fs/cgroup (cgroup_view=True)",
+                        found=f"none writable by uid {os.geteuid()} (limits are rlimits)",
+                        fix="run as root, or start the sandbox without cgroup_view",
+                    )
+                ]
+            )
+        return driver
 
     async def check_init(self) -> InitCheck:
         """The init's processes are still the ones start() left: same pids and start times,
@@ -388,7 +413,7 @@ class LocalSandbox:
         return int(self.info["child-pid"])
 
     @property
-    def cgroup(self) -> Cgroup:
+    def cgroup(self) -> Cgroup | SandboxTree:
         if self._cgroup is None:
             raise SandboxStateError("cgroup: expected a started sandbox; found none")
         return self._cgroup
@@ -431,19 +456,26 @@ class LocalSandbox:
         else:
             self._execs += 1
             leaf = Leaf(self._cgroup.child(f"exec-{self._execs}"))
-        inner = _bwrap.exec_argv(self._tools, self.spec, self.init_pid, cwd, env, argv)
-        argv_full = _bwrap.join_argv(
-            self._tools, leaf.group.procs_files, self.spec, inner, EXEC_OOM_SCORE_ADJ
+        root = os.geteuid() == 0
+        inner = _bwrap.exec_argv(self._tools, self.spec, self.init_pid, cwd, env, argv, root=root)
+        join = _bwrap.exec_join(
+            self.spec,
+            leaf.group.procs_files,
+            self.init_pid,
+            EXEC_OOM_SCORE_ADJ,
+            root=root,
+            rlimits=isinstance(self._cgroup, SandboxTree),
         )
         self._leaves.append(leaf)
         result = await run_in_leaf(
-            argv_full,
+            inner,
             leaf,
             timeout_s,
             self.spec.max_output_bytes,
             stdin,
             stdout_sink,
             filtered=(self._tools.python, _bwrap.FILTER_HEX),
+            join=join,
         )
         self._record(result.oom_killed, result.pids_limit_hit, result.file_size_limit_hit)
         # nothing of it left running, and not taken by kill_processes meanwhile (which
@@ -469,6 +501,8 @@ class LocalSandbox:
                 continue  # retired: its exec failed and took what it started with it
             self._record(*leaf.hits(), False)
             killed += await asyncio.to_thread(kill_leaf, leaf.group)
+        if isinstance(self._cgroup, SandboxTree):  # what left its exec's tree (a daemon)
+            killed += await asyncio.to_thread(_kill_strays, self._cgroup)
         return KillReport(
             killed=killed,
             oom_killed="memory" in self._hits,
@@ -559,6 +593,16 @@ class LocalSandbox:
                 )
             archive.seek(0)
             await asyncio.to_thread(unpack, archive, name, Path(local_path))
+
+
+def _kill_strays(sandbox: SandboxTree) -> int:
+    """Kill the sandbox's processes that are not its init's (rlimits: no cgroup keeps a
+    daemonized process in its exec's leaf); the number killed."""
+    init = sandbox.child("init")
+    strays = sandbox.pids() - init.pids()
+    if strays:
+        sandbox.kill(10.0, frozenset(init.pids()))
+    return len(strays)
 
 
 def _process_state(pid: int) -> str:

@@ -5,7 +5,9 @@ no_new_privs itself. Starting a Python for each exec to install them (`_seccomp_
 cost 15-25 ms of CPU per command, about a fifth of a demo episode's CPU at concurrency 8 on 2
 cores. The spawner (`_seccomp_exec.py --serve`) installs them once and spawns every exec as its
 child, so each exec inherits both, as before; the command line of an exec is otherwise the
-same (sh JOIN -> nsenter -> env -i -> COMMAND).
+nsenter -> env -i -> COMMAND, and the spawner's child joins the exec's cgroup leaf, sets its
+rlimits and OOM score and enters the user namespace owning the sandbox's namespaces before it
+execs nsenter (`_seccomp_exec.join`; a shell did the first three before).
 
 Started on first use, one per (interpreter, filter) and per host process; started again after
 it died, when the execs it was waiting on fail as SandboxError (infrastructure, never the
@@ -26,9 +28,11 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from forge_sandbox._errors import SandboxError
 from forge_sandbox._spec import DEFAULT_PATH
+from forge_sandbox.local._seccomp_exec import JOIN_FAILED
 
 SCRIPT = str(Path(__file__).with_name("_seccomp_exec.py"))
 READY_TIMEOUT_S = 30.0
@@ -93,14 +97,18 @@ class _Spawner:
         threading.Thread(target=self._read, name="forge-sandbox-spawner", daemon=True).start()
 
     def spawn(
-        self, argv: Sequence[str], env: Mapping[str, str], fds: Sequence[int]
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        fds: Sequence[int],
+        join: Mapping[str, Any] | None = None,
     ) -> tuple[concurrent.futures.Future[int], concurrent.futures.Future[int]]:
         """Ask for one spawn: (its pid, its raw wait status), both futures."""
         started: concurrent.futures.Future[int] = concurrent.futures.Future()
         exited: concurrent.futures.Future[int] = concurrent.futures.Future()
         for future in (started, exited):  # running: a waiter's cancellation cannot cancel it
             future.set_running_or_notify_cancel()
-        request = {"argv": list(argv), "env": dict(env)}
+        request = {"argv": list(argv), "env": dict(env), **({"join": dict(join)} if join else {})}
         with self._lock:
             if self.dead is not None:
                 raise SandboxError(f"exec: expected the exec spawner; found {self.dead}; {FIX}")
@@ -134,12 +142,7 @@ class _Spawner:
                         self._exits[message["pid"]] = exited
                         started.set_result(message["pid"])
                     else:
-                        started.set_exception(
-                            SandboxError(
-                                f"exec: expected the command to start; found {message['error']}"
-                                "; fix: check the host's nsenter and sh (`forge-sandbox doctor`)"
-                            )
-                        )
+                        started.set_exception(_start_failed(message["error"]))
         except (OSError, ValueError, KeyError) as exc:
             reason = f"its answers broke off ({type(exc).__name__}: {exc})"
         self._fail_all(f"the exec spawner (pid {self.process.pid}) is gone: {reason}")
@@ -170,6 +173,18 @@ class _Spawner:
             self.process.wait()
 
 
+def _start_failed(said: str) -> SandboxError:
+    if said.startswith(JOIN_FAILED):
+        return SandboxError(
+            f"exec: expected the exec's cgroup leaf, rlimits and user namespace entered; "
+            f"found {said!r}; fix: run `forge-sandbox doctor`"
+        )
+    return SandboxError(
+        f"exec: expected the command to start; found {said}; fix: check the host's nsenter "
+        "(`forge-sandbox doctor`)"
+    )
+
+
 _lock = threading.Lock()
 _spawners: dict[tuple[str, str], _Spawner] = {}
 
@@ -198,10 +213,12 @@ async def spawn(
     argv: Sequence[str],
     env: Mapping[str, str],
     fds: Sequence[int],
+    join: Mapping[str, Any] | None = None,
 ) -> Spawned:
-    """Spawn `argv` (stdin, stdout, stderr = `fds`) under no_new_privs and the filter."""
+    """Spawn `argv` (stdin, stdout, stderr = `fds`) under no_new_privs and the filter, having
+    done `join` first (`_seccomp_exec.join`: cgroup leaf, rlimits, OOM score, user namespace)."""
     spawner = _current(python, program_hex)
     if spawner is None:  # the first exec of this process, or its spawner died: start one
         spawner = await asyncio.to_thread(_start, python, program_hex)
-    started, exited = spawner.spawn(argv, env, fds)
+    started, exited = spawner.spawn(argv, env, fds, join)
     return Spawned(await asyncio.wrap_future(started), exited)
