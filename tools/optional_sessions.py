@@ -58,7 +58,10 @@ def find_interpreter(
     if on_path and runs([on_path, *check]):
         return on_path
     versions = pyenv_root(environ, home) / "versions"
-    candidates = sorted(versions.glob(f"{version}.*/bin/python{version}"), key=_patch_key)
+    try:
+        candidates = sorted(versions.glob(f"{version}.*/bin/python{version}"), key=_patch_key)
+    except OSError:  # a PYENV_ROOT this user may not read (another user's, inherited by su)
+        candidates = []
     for candidate in reversed(candidates):
         if runs([str(candidate), *check]):
             return str(candidate)

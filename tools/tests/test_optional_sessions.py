@@ -88,3 +88,17 @@ def test_noxfile_fails_on_missing_interpreters_and_checks_harbor() -> None:
     assert "nox.options.error_on_missing_interpreters = True" in text
     assert "@nox.session(python=HARBOR_PYTHON or False)" in text
     assert 'optional_sessions.missing_interpreter("3.12", "harbor")' in text
+
+
+def test_a_pyenv_root_this_user_cannot_read_is_no_interpreter_not_a_crash(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """`su alice -c nox ...` inherits root's PYENV_ROOT (/root/.pyenv, mode 0700): the
+    noxfile, which looks for 3.12 when it loads, crashed for every session."""
+
+    def denied(self: Path, pattern: str):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "glob", denied)
+    environ = {"PATH": str(tmp_path / "nothing"), "PYENV_ROOT": "/root/.pyenv"}
+    assert opt.find_interpreter("3.12", environ=environ, home=tmp_path, runs=_runs) is None
