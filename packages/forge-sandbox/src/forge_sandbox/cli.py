@@ -28,7 +28,7 @@ from forge_sandbox._trial import reward_of
 from forge_sandbox.images._cli import add_parsers as add_images_parsers
 from forge_sandbox.images._cli import run_images
 from forge_sandbox.local._bwrap import find_tools
-from forge_sandbox.local._cgroup_detect import detect_cgroups
+from forge_sandbox.local._cgroup_detect import detect_limits
 from forge_sandbox.local._doctor import run_doctor
 from forge_sandbox.local._sandbox import LocalSandbox
 from forge_sandbox.verify._verifier import run_verifier
@@ -246,7 +246,7 @@ def _job(args: argparse.Namespace) -> int:
         )
     if args.backend == "local":
         find_tools()  # preflight: fail once, with the install command, before any trial
-        detect_cgroups()
+        detect_limits()  # cgroups; rlimits for a user other than root without one
     if args.backend == "docker":
         backend = open_backend("docker", config=args.docker_config, tasks=tasks)
     else:

@@ -34,8 +34,8 @@ def close_sandboxes(make_sandbox: SandboxFactory) -> None:
 
 
 def sandbox_problems(spec: RunSpec) -> list[Violation]:
-    """What this machine lacks for `backends.sandbox = 'local'` (bwrap and its helpers, root,
-    writable cgroups), each with its fix, for preflight: a run that could start no sandbox
+    """What this machine lacks for `backends.sandbox = 'local'` (bwrap and its helpers; as
+    root, writable cgroups), each with its fix, for preflight: a run that could start no sandbox
     stops before its run folder, not with every episode an infrastructure error. The image
     backends are checked by preflight's backend rules (their daemon / cluster)."""
     return local_host_problems() if spec.backends.sandbox == "local" else []

@@ -30,13 +30,13 @@ INIT_SLEEP = "/.forge-init/sleep"  # _init.INIT_DIR's sleep, as the sandbox name
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
-    """(ppid, start ticks) of `pid`, or None when it is gone."""
+    """(ppid, start ticks) of `pid`, or None when it is gone (or a zombie: nothing to kill)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text.rsplit(")", 1)[1].split()
-    return int(fields[1]), int(fields[19])
+    return None if fields[0] in ("Z", "X") else (int(fields[1]), int(fields[19]))
 
 
 def _children() -> dict[int, list[int]]:
@@ -142,6 +142,7 @@ class SandboxTree:
         self._leaves: list[TreeLeaf] = []
         self._init: InitLeaf | None = None
         self._mnt: str | None = None
+        self._mnt_fd: int | None = None
         self._removed = False
 
     def child(self, name: str) -> TreeLeaf:
@@ -155,8 +156,11 @@ class SandboxTree:
         return leaf
 
     def bind(self, init_pid: int) -> None:
-        """The sandbox's pid 1 is `init_pid`: its mount namespace is the sandbox's."""
-        self._mnt = _namespace(init_pid, "mnt")
+        """The sandbox's pid 1 is `init_pid`: its mount namespace is the sandbox's. Held open
+        until remove(): a namespace's number is reused once it is freed (the sandbox's pid 1
+        killed), and this sandbox's kill loop would then take another's processes."""
+        self._mnt_fd = os.open(f"/proc/{init_pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        self._mnt = f"mnt:[{os.fstat(self._mnt_fd).st_ino}]"
 
     def pids(self) -> set[int]:
         found = set().union(*(leaf.pids() for leaf in self._leaves)) if self._leaves else set()
@@ -177,8 +181,13 @@ class SandboxTree:
         _kill_loop(lambda: self.pids() - spare, timeout_s)
 
     def remove(self) -> None:
-        self.kill()
-        self._removed = True
+        try:
+            self.kill()
+        finally:
+            if self._mnt_fd is not None:
+                os.close(self._mnt_fd)
+                self._mnt_fd, self._mnt = None, None
+            self._removed = True
 
     def exists(self) -> bool:
         return not self._removed

@@ -369,6 +369,7 @@ class LocalSandbox:
         if self._cgroup is not None:
             with contextlib.suppress(OSError, SandboxError):
                 self._cgroup.kill()
+            with contextlib.suppress(OSError, SandboxError):
                 self._cgroup.remove()
             self._cgroup = None
         if self._dir is not None:

@@ -6,7 +6,7 @@ from forge_sandbox.local._bwrap import host_problems
 
 
 def local_sandbox_problem() -> str | None:
-    """None when this host can run local sandboxes (bwrap and its helpers, root, writable
+    """None when this host can run local sandboxes (bwrap and its helpers; as root, writable
     cgroups); else each missing piece and its fix, for the fixture to skip with (or to fail
     with under CI=true: CI provides them all, so a skip there would hide a broken machine)."""
     problems = host_problems()
