@@ -156,6 +156,17 @@ def isolation() -> None:
 
 
 @pytest.fixture
+def cgroups() -> None:
+    """Local sandboxes bounded by cgroups (root, or a delegated cgroup), or a skip that says
+    the limits here are rlimits (a failure under CI=true)."""
+    from forge_sandbox.testing import local_sandbox_problem
+
+    problem = local_sandbox_problem(cgroups=True)
+    if problem is not None:
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)
+
+
+@pytest.fixture
 def no_sandbox_preflight(monkeypatch: pytest.MonkeyPatch) -> None:
     """For tests of the gates a run meets before any sandbox starts (model, split, warm start,
     protocol): the local sandbox's own preflight (root, cgroups) is not what they test, and

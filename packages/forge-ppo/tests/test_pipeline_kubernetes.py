@@ -53,7 +53,7 @@ def k8s_spec():
     return load_spec(apply_overrides(read_config("smoke-k8s-local"), REDUCED))
 
 
-@pytest.mark.usefixtures("isolation")
+@pytest.mark.usefixtures("cgroups")  # pods: local sandboxes shown their cgroup
 def test_smoke_on_kubernetes_pods_verifies_and_leaves_no_pod(
     server: tuple[FakeApiServer, Path],
     tmp_path: Path,

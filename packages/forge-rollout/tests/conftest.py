@@ -168,3 +168,14 @@ def isolation() -> None:
     problem = local_sandbox_problem()
     if problem is not None:  # CI provides them: a skip there would hide a broken machine
         (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)
+
+
+@pytest.fixture
+def cgroups() -> None:
+    """Local sandboxes bounded by cgroups (root, or a delegated cgroup), or a skip that says
+    the limits here are rlimits (a failure under CI=true)."""
+    from forge_sandbox.testing import local_sandbox_problem
+
+    problem = local_sandbox_problem(cgroups=True)
+    if problem is not None:
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)

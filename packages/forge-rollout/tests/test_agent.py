@@ -249,7 +249,7 @@ def test_wall_time_limit_ends_as_time_exceeded():
     assert result["exit_status"] == "TimeExceeded" and model.n_calls == 1
 
 
-@pytest.mark.usefixtures("isolation")
+@pytest.mark.usefixtures("cgroups")
 def test_an_oom_killed_agent_command_ends_the_episode_as_the_agents_outcome() -> None:
     """A command killed at the sandbox's memory limit ends the episode as the agent's outcome
     (AgentResourceLimitError: the verifier scores what it left), never as infrastructure that

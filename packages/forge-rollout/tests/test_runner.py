@@ -47,6 +47,17 @@ def _running(pid: str) -> bool:
     return _state(pid) not in ("-", "Z", "X")
 
 
+def _sandboxed(pid: str, uid: str) -> bool:
+    """A sandbox's process: root runs them as host uid 100000; another user as itself, so
+    there it is one in a pid namespace other than ours."""
+    if os.geteuid() == 0:
+        return uid == "100000"
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return False
+
+
 def _uid_processes() -> list[str]:
     """Sandbox-uid processes descended from this test process (other test runs on the same
     machine have their own sandboxes and are not counted)."""
@@ -63,7 +74,7 @@ def _uid_processes() -> list[str]:
             if child not in ours:
                 ours.add(child)
                 todo.append(child)
-    return [" ".join(r) for r in rows if r[0] in ours and r[2] == "100000"]
+    return [" ".join(r) for r in rows if r[0] in ours and _sandboxed(r[0], r[2])]
 
 
 @pytest.mark.usefixtures("isolation")

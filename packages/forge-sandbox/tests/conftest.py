@@ -25,6 +25,17 @@ def isolation() -> None:
         (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)
 
 
+@pytest.fixture
+def cgroups() -> None:
+    """Local sandboxes bounded by cgroups (root, or a delegated cgroup), or a skip that says
+    the limits here are rlimits (a failure under CI=true)."""
+    from forge_sandbox.testing import local_sandbox_problem
+
+    problem = local_sandbox_problem(cgroups=True)
+    if problem is not None:
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)
+
+
 def _our_cgroups() -> list[str]:
     try:
         names = detect_cgroups().names()

@@ -122,6 +122,7 @@ def test_capabilities_empty_and_remount_refused() -> None:
     assert ident.stdout.split() == ["1000", "1000"]
 
 
+@pytest.mark.usefixtures("cgroups")
 def test_memory_hog_is_oom_killed() -> None:
     async def main():
         async with LocalSandbox(SandboxSpec(memory_mb=64)) as sandbox:
@@ -320,6 +321,7 @@ def test_cancelled_exec_kills_its_tree() -> None:
     assert sorted(listing.stdout.split()) == ["ps", "sh", "sleep"]
 
 
+@pytest.mark.usefixtures("cgroups")
 def test_kill_processes_frees_the_limits_and_keeps_init_and_files(tmp_path: Path) -> None:
     """A fork bomb fills pids_max and makes an upload fail (with the right fix); after
     kill_processes() only the init is left, the files are kept, and uploads work again."""
@@ -356,6 +358,7 @@ def test_kill_processes_frees_the_limits_and_keeps_init_and_files(tmp_path: Path
     assert bomb.exit_code == 0
 
 
+@pytest.mark.usefixtures("cgroups")
 def test_storage_mb_is_enforced_with_enospc_and_nothing_on_the_host_disk(tmp_path: Path) -> None:
     """storage_mb = 8: /workspace (the task's files copied in, modes kept) and /tmp are tmpfs of
     8 MiB; writing 16 MiB fails with ENOSPC; the host state folder holds no workspace."""
@@ -397,6 +400,7 @@ def _exec_leaves(sandbox: LocalSandbox) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith("exec-"))
 
 
+@pytest.mark.usefixtures("cgroups")
 def test_an_empty_exec_leaf_serves_the_next_exec_and_counts_its_own_hits() -> None:
     """Execs that leave nothing running share their leaves (no mkdir/rmdir per exec); one
     with a background process keeps its leaf to itself; a refused fork is reported by the
@@ -441,6 +445,7 @@ def test_an_empty_exec_leaf_serves_the_next_exec_and_counts_its_own_hits() -> No
     assert kept.stdout.split() == ["2"] and last == [f"exec-{i}" for i in range(1, 6)], last
 
 
+@pytest.mark.usefixtures("cgroups")
 def test_an_exec_killed_by_kill_processes_leaves_its_leaf_out_of_the_next_exec() -> None:
     """kill_processes removes the leaves it kills, the leaf of an exec still in flight among
     them; that exec's leaf must not serve the next exec (it would fail to join it)."""

@@ -30,7 +30,7 @@ from forge_sandbox.testing._fake_state import HttpFault
 from forge_sandbox.testing.conformance import check_extract
 from forge_sandbox.testing.kubernetes_api import FakeApiServer
 
-pytestmark = pytest.mark.usefixtures("isolation")
+pytestmark = pytest.mark.usefixtures("cgroups")  # its pods are local sandboxes shown their cgroup
 FIXTURES = Path(__file__).parent / "fixtures" / "tasks"
 IMAGE = "registry.forge.internal/forge/task-01:fix-add-0123456789ab"
 

@@ -119,7 +119,7 @@ def server() -> Iterator[FakeApiServer]:
         yield fake
 
 
-@pytest.mark.usefixtures("isolation")
+@pytest.mark.usefixtures("cgroups")  # pods: local sandboxes shown their cgroup
 def test_a_node_without_the_profile_fails_the_start_with_the_install_command(
     server: FakeApiServer,
 ) -> None:

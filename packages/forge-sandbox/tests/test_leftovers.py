@@ -25,7 +25,7 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-@pytest.mark.usefixtures("isolation")
+@pytest.mark.usefixtures("cgroups")
 def test_next_start_sweeps_a_dead_owners_folder_and_cgroup() -> None:
     # a state root the sandbox's host uid can traverse (pytest's tmp_path is root-only, and
     # TMPDIR may sit in a 0700 home: the fallback the sandbox itself would use)

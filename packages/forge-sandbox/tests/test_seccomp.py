@@ -372,6 +372,7 @@ def test_the_init_programs_come_from_the_sandbox_s_own_root(tmp_path: Path) -> N
     copies = install_init_programs(root, tmp_path / "init")
     for name in ("sh", "sleep"):
         assert (copies / name).stat().st_mode & 0o777 == 0o111  # execute-only: non-dumpable
+        (copies / name).chmod(0o400)  # to read it back (as a user other than root)
         assert (copies / name).read_bytes() == b"\x7fELF busybox"
     (root / "usr" / "bin" / "sleep").unlink()
     with pytest.raises(SandboxError, match=r"expected /usr/bin/sleep or /bin/sleep.*fix:"):

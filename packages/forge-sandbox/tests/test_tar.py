@@ -32,6 +32,8 @@ def _member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile
     info = tarfile.TarInfo(name)
     info.type = kind
     info.linkname = link
+    if kind == tarfile.DIRTYPE:
+        info.mode = 0o755  # TarInfo's default, 0o644, is a folder only root may enter
     return info
 
 

@@ -133,7 +133,7 @@ def _with(**limits):
     return lambda spec: LocalSandbox(spec.model_copy(update=limits))
 
 
-@pytest.mark.usefixtures("isolation")
+@pytest.mark.usefixtures("cgroups")
 def test_an_agents_fork_bomb_is_its_own_outcome_not_infrastructure(tmp_path, fix_add) -> None:
     """A real fork bomb, left running in a sandbox with pids_max 64: its processes are killed
     before the verifier, which then runs (uploads its tests, scores the unfixed bug 0); the
@@ -165,7 +165,7 @@ def test_leftover_processes_are_killed_before_the_verifier(tmp_path, fix_add) ->
     }
 
 
-@pytest.mark.usefixtures("isolation")
+@pytest.mark.usefixtures("cgroups")
 def test_an_agent_oom_kill_is_the_agents_outcome_scored_by_the_verifier(tmp_path, fix_add) -> None:
     """The agent's own commands filling memory are its outcome (never a dropped infrastructure
     episode): labelled, and the verifier scores what it left (nothing fixed: 0)."""

@@ -198,7 +198,7 @@ def test_escaping_link_in_logs_is_download_verifier_dir_error(make_task: TaskFac
         verify(make_task("evil-logs", script))
 
 
-@pytest.mark.usefixtures("isolation")
+@pytest.mark.usefixtures("cgroups")
 def test_an_oom_killed_verifier_yields_no_reward(make_task, tmp_path: Path) -> None:
     """test.sh writes 0 first (as many do), then its python is OOM-killed: the 0 must not be
     taken as the reward; the trial is an infrastructure error."""
@@ -249,7 +249,7 @@ def _verify_with(task_dir: Path, **limits: int) -> VerifierResult:
     return asyncio.run(go())
 
 
-@pytest.mark.usefixtures("isolation")
+@pytest.mark.usefixtures("cgroups")
 def test_a_verifier_at_pids_max_yields_no_reward(make_task: TaskFactory) -> None:
     """test.sh writes 1 first, then its processes fill pids_max (forks refused): it did not run
     as written, so the 1 is not trusted; the trial is an infrastructure error."""
@@ -272,7 +272,7 @@ def test_a_verifier_killed_at_the_file_size_limit_yields_no_reward(make_task) ->
         _verify_with(make_task("fsize-verifier", script), file_size_mb=1)
 
 
-@pytest.mark.usefixtures("isolation")
+@pytest.mark.usefixtures("cgroups")
 def test_exec_records_the_limits_it_hit() -> None:
     from forge_sandbox import SandboxSpec
 

@@ -259,6 +259,8 @@ def exec_argv(
     user to the sandbox's uid/gid, and its user namespaces deny setgroups (nsenter's would
     fail), so the user's supplementary groups stay, as they stay on the sandbox's init."""
     namespaces = ["-U", "-m", "-u", "-i", "-n", "-p", "-C"]
+    if not root and spec.network == "host":  # the host's own: this user may not setns to it
+        namespaces.remove("-n")  # (it is in it already)
     ids = ["-S", str(spec.uid), "-G", str(spec.gid)] if root else ["--preserve-credentials"]
     return [
         tools.nsenter,

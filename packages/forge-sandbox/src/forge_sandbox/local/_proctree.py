@@ -29,37 +29,63 @@ from forge_sandbox.local._cgroups import Cgroup, CgroupLimits, _kill_loop
 INIT_SLEEP = "/.forge-init/sleep"  # _init.INIT_DIR's sleep, as the sandbox names it
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(ppid, start ticks) of `pid`, or None when it is gone (or a zombie: nothing to kill)."""
+def _stat(pid: int) -> tuple[int, int, int] | None:
+    """(ppid, session id, start ticks) of `pid`, or None when it is gone (or a zombie:
+    nothing to kill)."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text.rsplit(")", 1)[1].split()
-    return None if fields[0] in ("Z", "X") else (int(fields[1]), int(fields[19]))
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[1]), int(fields[3]), int(fields[19])
 
 
-def _children() -> dict[int, list[int]]:
-    """ppid -> its children, over every process this user can see."""
-    children: dict[int, list[int]] = {}
+def _processes() -> dict[int, tuple[int, int, int]]:
+    """pid -> (ppid, session id, start ticks), over every live process this user can see."""
+    found = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             stat = _stat(int(entry.name))
             if stat is not None:
-                children.setdefault(stat[0], []).append(int(entry.name))
+                found[int(entry.name)] = stat
+    return found
+
+
+def _children() -> dict[int, list[int]]:
+    """ppid -> its children."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _sid, _ticks) in _processes().items():
+        children.setdefault(ppid, []).append(pid)
     return children
 
 
-def _tree(roots: set[int]) -> set[int]:
+def _tree(roots: set[int], processes: dict[int, tuple[int, int, int]]) -> set[int]:
     """`roots` and all their descendants, alive."""
-    children = _children()
-    found, todo = set(), list(roots)
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _sid, _ticks) in processes.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = set(), [r for r in roots if r in processes]
     while todo:
         pid = todo.pop()
-        if pid not in found and (pid in roots or _stat(pid) is not None):
+        if pid not in found:
             found.add(pid)
             todo += children.get(pid, [])
     return found
+
+
+def zombie_children(pid: int) -> int:
+    """How many zombies `pid` has not reaped yet (they still count against RLIMIT_NPROC)."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fields = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            count += fields[0] == "Z" and int(fields[1]) == pid
+    return count
 
 
 def _namespace(pid: int, kind: str) -> str | None:
@@ -70,31 +96,39 @@ def _namespace(pid: int, kind: str) -> str | None:
 
 
 class TreeLeaf:
-    """An exec's processes: the trees under the host-side processes it adopted."""
+    """An exec's processes: the trees under the host-side processes it adopted, and every
+    process still in their sessions (each exec's spawner child starts a session of its own:
+    a background process reparented to the sandbox's pid 1 keeps it unless it calls setsid)."""
 
     version = 0
     procs_files: tuple[Path, ...] = ()  # nothing to join: the process is adopted once spawned
 
     def __init__(self) -> None:
         self._roots: dict[int, int] = {}  # pid -> start ticks
+        self._sessions: set[int] = set()  # the roots' session ids (their pids)
         self._removed = False
 
     def adopt(self, pid: int) -> None:
         """`pid` (a spawned exec's host-side process) and what it starts belong to this leaf."""
         stat = _stat(pid)
         if stat is not None:
-            self._roots[pid] = stat[1]
-
-    def _live_roots(self) -> set[int]:
-        for pid, ticks in list(self._roots.items()):
-            stat = _stat(pid)
-            if stat is None or stat[1] != ticks:  # exited (its pid may be reused): forgotten
-                del self._roots[pid]
-        return set(self._roots)
+            self._roots[pid] = stat[2]
+            if stat[1] == pid:
+                self._sessions.add(pid)
 
     def pids(self) -> set[int]:
-        roots = self._live_roots()
-        return _tree(roots) if roots else set()
+        if not self._roots and not self._sessions:
+            return set()
+        processes = _processes()
+        for pid, ticks in list(self._roots.items()):
+            if pid not in processes or processes[pid][2] != ticks:  # exited (maybe reused)
+                del self._roots[pid]
+        members = {pid for pid, (_p, sid, _t) in processes.items() if sid in self._sessions}
+        # a session id stays taken while the session has members; once empty it may be reused
+        self._sessions = {sid for sid in self._sessions if sid in self._roots} | {
+            processes[pid][1] for pid in members
+        }
+        return _tree(set(self._roots), processes) | members
 
     def kill(self, timeout_s: float = 10.0, spare: frozenset[int] = frozenset()) -> None:
         _kill_loop(lambda: self.pids() - spare, timeout_s)
@@ -118,7 +152,9 @@ class InitLeaf(TreeLeaf):
     children running the init's sleep (an orphan pid 1 adopted is not the init's)."""
 
     def pids(self) -> set[int]:
-        roots = self._live_roots()
+        roots = {
+            pid for pid, ticks in self._roots.items() if (_stat(pid) or (0, 0, -1))[2] == ticks
+        }
         if not roots:
             return set()
         children = _children()

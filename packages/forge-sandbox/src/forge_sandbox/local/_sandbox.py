@@ -17,6 +17,7 @@ import secrets
 import shutil
 import signal
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -54,7 +55,7 @@ from forge_sandbox.local._init import (
     mark_init,
     read_init,
 )
-from forge_sandbox.local._proctree import RlimitDriver, SandboxTree, adopt
+from forge_sandbox.local._proctree import RlimitDriver, SandboxTree, adopt, zombie_children
 from forge_sandbox.seccomp import ptrace_filter
 
 DEFAULT_HOST_UID = 100_000
@@ -504,6 +505,7 @@ class LocalSandbox:
             killed += await asyncio.to_thread(kill_leaf, leaf.group)
         if isinstance(self._cgroup, SandboxTree):  # what left its exec's tree (a daemon)
             killed += await asyncio.to_thread(_kill_strays, self._cgroup)
+            await _reaped(self.init_pid)
         return KillReport(
             killed=killed,
             oom_killed="memory" in self._hits,
@@ -604,6 +606,14 @@ def _kill_strays(sandbox: SandboxTree) -> int:
     if strays:
         sandbox.kill(10.0, frozenset(init.pids()))
     return len(strays)
+
+
+async def _reaped(init_pid: int, timeout_s: float = 5.0) -> None:
+    """Wait until the sandbox's pid 1 has reaped what was killed: its zombies still count
+    against RLIMIT_NPROC, and the next exec's fork would be refused (rlimits only)."""
+    deadline = time.monotonic() + timeout_s
+    while await asyncio.to_thread(zombie_children, init_pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
 
 
 def _process_state(pid: int) -> str:

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import os
+
 from forge_sandbox.local._bwrap import host_problems
+from forge_sandbox.local._cgroup_detect import detect_limits
+from forge_sandbox.local._proctree import RlimitDriver
 
 
-def local_sandbox_problem() -> str | None:
+def local_sandbox_problem(cgroups: bool = False) -> str | None:
     """None when this host can run local sandboxes (bwrap and its helpers; as root, writable
-    cgroups); else each missing piece and its fix, for the fixture to skip with (or to fail
+    cgroups; with `cgroups`, also for a user other than root: cgroups, not rlimits); else
+    each missing piece and its fix, for the fixture to skip with (or to fail
     with under CI=true: CI provides them all, so a skip there would hide a broken machine)."""
     problems = host_problems()
     if not problems:
+        if cgroups and isinstance(detect_limits(), RlimitDriver):
+            return (
+                f"limits here are rlimits (uid {os.geteuid()}, no writable cgroup), and this test "
+                "pins what only cgroups give (OOM kills and refused forks counted, one exec's "
+                "processes killed whatever they did, a pod's cgroup view); fix: run as root, "
+                "or delegate the cgroup parent folders to this user"
+            )
         return None
     return "no local sandboxes here: " + "; ".join(
         f"[{v.rule}] {v.found} (fix: {v.fix})" for v in problems
