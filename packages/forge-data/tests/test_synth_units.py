@@ -346,3 +346,10 @@ def test_the_venv_is_relocated_to_workspace_whatever_the_script_header(tmp_path:
     record = (site / "tool-1.0.dist-info" / "RECORD").read_text().splitlines()
     assert record[0].startswith("../../../bin/short,sha256=") and "old" not in record[0]
     assert record[0].endswith(",42") and record[2] == "tool.py,sha256=k,3"  # 42 bytes now
+
+
+def test_the_suite_limit_is_a_rung_so_load_does_not_change_the_tasks() -> None:
+    from forge_data.synth._synth import suite_timeout
+
+    assert [suite_timeout(s) for s in (0.4, 1.9, 2.4, 4.9)] == [45] * 4
+    assert [suite_timeout(s) for s in (5.1, 13.9, 14.1, 31.9, 60.0)] == [90, 90, 180, 180, 300]

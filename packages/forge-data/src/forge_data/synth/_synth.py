@@ -294,6 +294,18 @@ def _environment_and_baseline(
     raise AssertionError("unreachable")
 
 
+TIMEOUT_RUNGS = (45, 90, 180, 300)  # a suite's limit, s: the tasks' verifier timeout too
+
+
+def suite_timeout(baseline_s: float) -> int:
+    """The limit of a candidate's suite and of its task's verifier: 5x the baseline's time
+    + 20 s, up to the next rung (at most 300 s). A rung, not the figure itself: the same seed
+    must write the same tasks on a loaded machine (a baseline of 2.4 s against 1.9 s changed
+    task.toml and tests/test.sh when it was 5x + 20 s with a 30 s floor)."""
+    need = 5 * baseline_s + 20
+    return next((rung for rung in TIMEOUT_RUNGS if rung >= need), TIMEOUT_RUNGS[-1])
+
+
 def _evaluate(
     config: SynthConfig, work: Path, workspace: Path, report: _Draft, state: _State
 ) -> _State:
@@ -302,7 +314,7 @@ def _evaluate(
         f"baseline: {report.baseline['tests']} tests, {len(state.baseline)} pass twice "
         f"({report.baseline['seconds']} s)",
     )
-    timeout_s = int(min(300, max(30, 5 * report.baseline["seconds"] + 20)))
+    timeout_s = suite_timeout(report.baseline["seconds"])
     counts: dict[str, Counter[str]] = {}
     limit = config.max_candidates or 15 * config.max_tasks + 30
     stream = candidates(workspace, config.seed, max_pairs=40 * limit, counts=counts)
