@@ -101,6 +101,7 @@ def _checked_both_ways(out: dict) -> None:
     assert out["init"] == ["/usr/bin/bwrap", "/.forge-init/sh", "/.forge-init/sleep"]
     assert out["after"] == "still"
     assert out["left"] == []  # stop() left no process
+    assert out["locked"] == 0 and out["state_left"] is False  # nor files it could not remove
 
 
 def test_a_user_without_a_cgroup_gets_sandboxes_bounded_by_rlimits(as_nobody) -> None:

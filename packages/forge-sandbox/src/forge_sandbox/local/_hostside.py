@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -13,6 +14,22 @@ from forge_sandbox._errors import SandboxError
 from forge_sandbox.local._cgroup_detect import _alive
 
 STATE_PREFIX = "forge-sbx-"  # a sandbox's state folder: forge-sbx-<owner pid>-<random>
+
+
+def remove_tree(path: str | os.PathLike[str]) -> None:
+    """Remove a state folder, whatever modes the sandbox gave its files: as a user other than
+    root, a folder the task made read-only (`chmod 555`) keeps its entries from the host's
+    rmtree, which root's is not. Errors are left (the folder stays; the next start sweeps)."""
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.lexists(path) or os.path.islink(path):
+        return
+    for folder, dirs, _files in os.walk(path, onerror=lambda _exc: None):
+        for name in dirs:  # each before os.walk lists it (top-down)
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(folder, name), 0o700, follow_symlinks=False)
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def sweep_stale_folders(root: str | os.PathLike[str] | None = None) -> list[str]:
@@ -31,7 +48,7 @@ def sweep_stale_folders(root: str | os.PathLike[str] | None = None) -> list[str]
             continue
         if _alive(int(match.group(1))):
             continue
-        shutil.rmtree(entry.path, ignore_errors=True)
+        remove_tree(entry.path)
         if not os.path.lexists(entry.path):
             removed.append(entry.name)
     return removed

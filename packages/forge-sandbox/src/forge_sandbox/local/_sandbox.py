@@ -43,6 +43,7 @@ from forge_sandbox.local._hostside import (
     STATE_PREFIX,
     log_tail,
     prepare_workspace,
+    remove_tree,
     state_root,
     sweep_stale_folders,
 )
@@ -374,7 +375,7 @@ class LocalSandbox:
                 self._cgroup.remove()
             self._cgroup = None
         if self._dir is not None:
-            shutil.rmtree(self._dir, True)
+            remove_tree(self._dir)
             self._dir = None
 
     async def _teardown(self) -> None:
@@ -400,7 +401,7 @@ class LocalSandbox:
             await asyncio.to_thread(self._cgroup.remove)
             self._cgroup = None
         if self._dir is not None:
-            await asyncio.to_thread(shutil.rmtree, self._dir, True)
+            await asyncio.to_thread(remove_tree, self._dir)
             self._dir = None
 
     # -- introspection (tests, doctor, bench) ---------------------------------------------
