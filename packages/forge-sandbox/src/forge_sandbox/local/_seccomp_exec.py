@@ -22,14 +22,16 @@ Root needs none of it (nsenter joins the others first, with root's capabilities)
 take this path: the init's mm belongs to the host's user namespace (its programs are root's,
 execute-only: see _init), so only root may open its namespace files.
 Its first message is `{"ready": true}`, or `{"error": FILTER_FAILED ...}` when the kernel
-refused the filter. It exits when the host closes the socket. Children get SIGPIPE and
-SIGXFSZ back at their default actions (Python's startup ignores both, and an ignored signal
-stays ignored across exec) and a session of their own. The host's own Python runs it (`-I -S`:
+refused the filter. It exits when the host closes the socket. Children get every signal
+back at its default action (Python's startup ignores SIGPIPE and SIGXFSZ, a background job of
+a shell SIGINT and SIGQUIT, and an ignored signal stays ignored across exec) and a session of
+their own. The host's own Python runs it (`-I -S`:
 no site, no environment), so it imports the standard library only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import functools
@@ -151,8 +153,9 @@ def _fork_exec(
             os.setsid()
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
-            for number in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD):
-                signal.signal(number, signal.SIG_DFL)
+            for number in signal.valid_signals():  # every disposition back to its default
+                with contextlib.suppress(OSError, ValueError):  # SIGKILL, SIGSTOP, libc's own
+                    signal.signal(number, signal.SIG_DFL)
             if joining:
                 join(joining)
             os.execve(argv[0], argv, env)
