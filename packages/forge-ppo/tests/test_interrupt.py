@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from forge_sandbox.testing import is_sandbox_process
+
 
 def _tree(root: int) -> dict[str, str]:
     """pid -> 'uid comm' for `root` and all its descendants."""
@@ -30,17 +32,6 @@ def _tree(root: int) -> dict[str, str]:
                 ours.add(child)
                 todo.append(child)
     return {r[0]: f"{r[2]} {r[3]}" for r in rows if r[0] in ours}
-
-
-def _sandboxed(pid: str, uid: str) -> bool:
-    """A sandbox's process: root runs them as host uid 100000; another user as itself, so
-    there it is one in a pid namespace other than ours."""
-    if os.geteuid() == 0:
-        return uid == "100000"
-    try:
-        return os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return False
 
 
 def _alive(pids: dict[str, str]) -> dict[str, str]:
@@ -102,7 +93,9 @@ def _interrupt_case(tmp_path: Path, state_root: Path, signum: signal.Signals, co
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and proc.poll() is None:
-            sandboxes = {p: d for p, d in _tree(proc.pid).items() if _sandboxed(p, d.split()[0])}
+            sandboxes = {
+                p: d for p, d in _tree(proc.pid).items() if is_sandbox_process(p, d.split()[0])
+            }
             if sandboxes:
                 seen.update(sandboxes)
                 break

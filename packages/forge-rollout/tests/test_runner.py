@@ -25,6 +25,7 @@ from forge_rollout.episodes._runner import resolve_tasks, run_rollouts, select_t
 from forge_rollout.testing._scripted import SCRIPTED_WINDOW, scripted_upstream
 from forge_rollout.traces._job_rows import rows_from_job
 from forge_sandbox import LocalSandbox, SandboxStartError
+from forge_sandbox.testing import is_sandbox_process
 
 WINDOW = SCRIPTED_WINDOW
 
@@ -47,17 +48,6 @@ def _running(pid: str) -> bool:
     return _state(pid) not in ("-", "Z", "X")
 
 
-def _sandboxed(pid: str, uid: str) -> bool:
-    """A sandbox's process: root runs them as host uid 100000; another user as itself, so
-    there it is one in a pid namespace other than ours."""
-    if os.geteuid() == 0:
-        return uid == "100000"
-    try:
-        return os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return False
-
-
 def _uid_processes() -> list[str]:
     """Sandbox-uid processes descended from this test process (other test runs on the same
     machine have their own sandboxes and are not counted)."""
@@ -74,7 +64,7 @@ def _uid_processes() -> list[str]:
             if child not in ours:
                 ours.add(child)
                 todo.append(child)
-    return [" ".join(r) for r in rows if r[0] in ours and _sandboxed(r[0], r[2])]
+    return [" ".join(r) for r in rows if r[0] in ours and is_sandbox_process(r[0], r[2])]
 
 
 @pytest.mark.usefixtures("isolation")

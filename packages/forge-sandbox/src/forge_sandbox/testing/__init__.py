@@ -10,6 +10,6 @@ local sandboxes. It is the one place that uses both backends, so it sits above t
     python -m forge_sandbox.testing.kubernetes_api serve --tasks DIR --out DIR
 """
 
-from forge_sandbox.testing._isolation import local_sandbox_problem
+from forge_sandbox.testing._isolation import is_sandbox_process, local_sandbox_problem
 
-__all__ = ["local_sandbox_problem"]
+__all__ = ["is_sandbox_process", "local_sandbox_problem"]

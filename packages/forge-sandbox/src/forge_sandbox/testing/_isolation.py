@@ -27,3 +27,15 @@ def local_sandbox_problem(cgroups: bool = False) -> str | None:
     return "no local sandboxes here: " + "; ".join(
         f"[{v.rule}] {v.found} (fix: {v.fix})" for v in problems
     )
+
+
+def is_sandbox_process(pid: int | str, uid: int | str) -> bool:
+    """Whether host process `pid` (of host uid `uid`) is a local sandbox's: root runs them as
+    host uid 100000, another user as itself, so there it is one in a pid namespace other than
+    this process's. For the tests that watch sandboxes come and go."""
+    if os.geteuid() == 0:
+        return str(uid) == "100000"
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return False
