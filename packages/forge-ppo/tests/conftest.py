@@ -5,7 +5,6 @@ them: Harbor 0.25's own field names)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from transformers.utils import logging as hf_logging
 from forge_eval.testing import job_config, trial_result, write_job
 from forge_gates import CheckpointSpec, LoRASpec, file_sha256
 from forge_ppo import UpdateRecord, UpdateTracker, ValueModel, lora_config, save_checkpoint
+from forge_sandbox.testing.fixtures import cgroups, isolation  # noqa: F401 (by name)
 
 torch.set_num_threads(1)
 hf_logging.set_verbosity_error()
@@ -143,27 +143,6 @@ def _poison_and_rehash(folder: Path, name: str, part: str = "lora_B") -> str:
 def poison_and_rehash():
     """`(folder, file, part="lora_B") -> key`: a NaN in a saved tensor, the summary re-hashed."""
     return _poison_and_rehash
-
-
-@pytest.fixture
-def isolation() -> None:
-    """Real local sandboxes, or a skip that names what is missing (a failure under CI=true)."""
-    from forge_sandbox.testing import local_sandbox_problem
-
-    problem = local_sandbox_problem()
-    if problem is not None:  # CI provides them: a skip there would hide a broken machine
-        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)
-
-
-@pytest.fixture
-def cgroups() -> None:
-    """Local sandboxes bounded by cgroups (root, or a delegated cgroup), or a skip that says
-    the limits here are rlimits (a failure under CI=true)."""
-    from forge_sandbox.testing import local_sandbox_problem
-
-    problem = local_sandbox_problem(cgroups=True)
-    if problem is not None:
-        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ import torch
 from forge_rollout._aio import run_app_in_thread
 from forge_rollout.gateway._app import GATEWAY, GatewayConfig, create_gateway_app
 from forge_rollout.testing._stub import STATE, StubOptions, create_stub_app
+from forge_sandbox.testing.fixtures import cgroups, isolation  # noqa: F401 (by name)
 
 torch.set_num_threads(1)
 
@@ -158,24 +159,3 @@ def stub_gateway(stub, tmp_path: Path) -> Iterator[tuple[str, Any, Path, Any]]:
     url, state = stub
     with running_gateway(url, tmp_path / "traces") as (gw_url, gateway):
         yield gw_url, state, tmp_path / "traces", gateway
-
-
-@pytest.fixture
-def isolation() -> None:
-    """Real local sandboxes, or a skip that names what is missing (a failure under CI=true)."""
-    from forge_sandbox.testing import local_sandbox_problem
-
-    problem = local_sandbox_problem()
-    if problem is not None:  # CI provides them: a skip there would hide a broken machine
-        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)
-
-
-@pytest.fixture
-def cgroups() -> None:
-    """Local sandboxes bounded by cgroups (root, or a delegated cgroup), or a skip that says
-    the limits here are rlimits (a failure under CI=true)."""
-    from forge_sandbox.testing import local_sandbox_problem
-
-    problem = local_sandbox_problem(cgroups=True)
-    if problem is not None:
-        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)

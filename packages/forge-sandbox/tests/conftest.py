@@ -12,28 +12,9 @@ from pathlib import Path
 import pytest
 
 from forge_sandbox import SandboxUnavailableError, detect_cgroups
-from forge_sandbox.testing import local_sandbox_problem
+from forge_sandbox.testing.fixtures import cgroups, isolation  # noqa: F401 (by name)
 
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-@pytest.fixture(scope="session")
-def isolation() -> None:
-    """Real local sandboxes, or a skip that names what is missing (a failure under CI=true)."""
-    problem = local_sandbox_problem()
-    if problem is not None:  # CI provides them: a skip there would hide a broken machine
-        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)
-
-
-@pytest.fixture
-def cgroups() -> None:
-    """Local sandboxes bounded by cgroups (root, or a delegated cgroup), or a skip that says
-    the limits here are rlimits (a failure under CI=true)."""
-    from forge_sandbox.testing import local_sandbox_problem
-
-    problem = local_sandbox_problem(cgroups=True)
-    if problem is not None:
-        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(problem)
 
 
 def _our_cgroups() -> list[str]:
