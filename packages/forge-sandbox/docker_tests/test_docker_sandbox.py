@@ -111,6 +111,31 @@ def test_pids_limit_is_seen_and_kill_processes_clears_a_fork_bomb(backend: Docke
     run(main())
 
 
+@pytest.mark.parametrize("shell", ["bash", "python3"])
+def test_kill_processes_clears_a_fork_bomb_that_respawns(backend: DockerBackend, shell) -> None:
+    """A detached loop that forks again whenever a pid frees keeps pids_max full: a kill that
+    needs two processes (the exec wrapper and its script) never started (killed=0, every later
+    exec `Cannot fork`); the kill is one process and gets in."""
+    respawn = {
+        "bash": "bash -c 'while :; do sleep 60 & done'",
+        "python3": "python3 -c 'import os,time\nwhile True:\n  try: os.fork() or time.sleep(60)\n"
+        "  except OSError: pass'",
+    }[shell]
+
+    async def main() -> None:
+        async with backend(SPEC) as sandbox:
+            started = await sandbox.exec(
+                f"nohup setsid {respawn} >/dev/null 2>&1 & sleep 3; echo started", timeout_s=20
+            )
+            assert started.stdout == "started\n" and started.pids_limit_hit
+            report = await sandbox.kill_processes()
+            assert report.killed >= 50 and report.pids_limit_hit
+            after = await sandbox.exec("ls -d /proc/[0-9]* | wc -l")
+            assert after.exit_code == 0 and int(after.stdout) <= 6
+
+    run(main())
+
+
 def test_least_privilege_and_no_network(backend: DockerBackend, api) -> None:
     async def main() -> None:
         async with backend(SPEC) as sandbox:

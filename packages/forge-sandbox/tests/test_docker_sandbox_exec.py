@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from forge_sandbox import SandboxSpec
+from forge_sandbox import SandboxSpec, SandboxStateError
 from forge_sandbox._spec import ExecResult, KillReport
 from forge_sandbox.docker import ContainerDiedError, DockerConfig, DockerDaemonError, _exec
 from forge_sandbox.docker._errors import ContainerOOMKilledError
@@ -101,10 +101,12 @@ class FakeAPI:
     def remove_container(self, container: str, force: bool, v: bool) -> None:
         self.state = {"Running": False, "Status": "removed"}
 
-    # execs: argv is `/bin/sh -c WRAPPER sh NONCE FOLDER COMMAND...`
+    # execs: argv is `/bin/sh -c WRAPPER sh NONCE FOLDER COMMAND...`, but the kills run bare
+    # (`/bin/sh -c KILL_... sh ARGS...`: one process, no report line)
     def exec_create(self, container: str, argv: list[str], **kwargs: Any) -> dict:
         exec_id = f"e{len(self.execs)}"
-        nonce, command = argv[4], argv[6:]
+        bare = argv[2] in (_exec.KILL_ALL, _exec.KILL_MARKED)
+        nonce, command = ("", argv) if bare else (argv[4], argv[6:])
         self.execs[exec_id] = {"argv": argv, "command": command, **kwargs}
         if command[:3] == ["/bin/sh", "-c", _exec.KILL_MARKED]:
             killed = [e for e, release in self.hung if not release.is_set()]
@@ -116,7 +118,7 @@ class FakeAPI:
         else:
             reply = self.answer(command)
         stderr = reply.stderr
-        if reply.counters is not None and not reply.hang:
+        if reply.counters is not None and not reply.hang and not bare:
             stderr += f"{nonce} {reply.exit_code} {' '.join(reply.counters)}\n".encode()
         data = _frame(1, reply.stdout) + _frame(2, stderr)
         release = threading.Event() if reply.hang else None
@@ -378,47 +380,70 @@ def test_the_kills_run_in_root_with_their_own_limit_and_read_their_counts(monkey
     sandbox, api = _started({})
     waited.clear()
     assert asyncio.run(sandbox._kill_marked("n" * 32)) == 0  # nothing carried the marker
-    kill = _last(api)
-    assert kill["argv"][5] == "/" and kill["command"] == [
-        "/bin/sh",
-        "-c",
-        _exec.KILL_MARKED,
-        "sh",
-        "n" * 32,
-    ]
-    assert kill["environment"] == [f"FORGE_SANDBOX_EXEC={kill['argv'][4]}"]  # no spec env
+    kill = _last(api)  # the exec's only process (no wrapper: one pid), with a marker of its own
+    assert kill["argv"] == ["/bin/sh", "-c", _exec.KILL_MARKED, "sh", "n" * 32]
+    [marker] = kill["environment"]  # no spec env
+    assert marker.startswith("FORGE_SANDBOX_EXEC=") and marker != "FORGE_SANDBOX_EXEC=" + "n" * 32
     assert waited == [60.0]
     waited.clear()
     report = asyncio.run(sandbox.kill_processes())
-    call = _last(api)
-    assert call["argv"][5] == "/" and call["command"] == [
-        "/bin/sh",
-        "-c",
-        _exec.KILL_ALL,
-        "sh",
-        "7",
-    ]
+    assert _last(api)["argv"] == ["/bin/sh", "-c", _exec.KILL_ALL, "sh", "7"]
     assert waited == [60.0] and report.killed == 2
 
 
-@pytest.mark.parametrize(
-    ("printed", "count"), [(b"3 9\n", 3), (b"4\n", 4), (b"", 0), (b"x 2\n", 0)]
-)
-def test_the_kill_counts_printed_are_read_and_anything_else_is_zero(printed, count) -> None:
-    def answer(command: list[str]) -> Reply:
-        if command[:3] == ["/bin/sh", "-c", _exec.MAIN_PIDS]:
-            return Reply(stdout=b"7 \n1000\n1000\n")
-        return Reply(stdout=printed)
-
-    api = FakeAPI(answer)
+@pytest.mark.parametrize(("printed", "count"), [(b"3 9\n", 3), (b"4\n", 4), (b"", 0), (b"x", 0)])
+def test_the_kill_counts_printed_are_read(printed, count) -> None:
+    api = FakeAPI(_answer({}))
     api.marked_reply = printed or b" "
     sandbox = DockerSandbox(SPEC, DockerConfig(), api, _Resolver())  # type: ignore[arg-type]
 
-    async def main() -> tuple[int, int]:
+    async def main() -> int:
         async with sandbox:
-            return (await sandbox.kill_processes()).killed, await sandbox._kill_marked("n" * 32)
+            return await sandbox._kill_marked("n" * 32)
 
-    assert asyncio.run(main()) == (count, count)
+    assert asyncio.run(main()) == count
+
+
+def _kill_answers(*printed: bytes) -> tuple[DockerSandbox, FakeAPI]:
+    """A sandbox whose kill_processes prints `printed` in turn (exit 2 for anything but a count:
+    no free pid for it), then `2 5`."""
+    replies = iter(printed)
+
+    def answer(command: list[str]) -> Reply:
+        if command[:3] == ["/bin/sh", "-c", _exec.MAIN_PIDS]:
+            return Reply(stdout=b"7 \n1000\n1000\n")
+        out = next(replies, b"2 5\n")
+        return Reply(stdout=out, exit_code=0 if out[:1].isdigit() else 2, stderr=b"Cannot fork")
+
+    api = FakeAPI(answer)
+    sandbox = DockerSandbox(SPEC, DockerConfig(), api, _Resolver())  # type: ignore[arg-type]
+    asyncio.run(sandbox.start())
+    return sandbox, api
+
+
+def test_a_kill_that_found_no_free_pid_is_tried_again(monkeypatch) -> None:
+    from forge_sandbox import _lifecycle
+
+    monkeypatch.setattr(_lifecycle, "KILL_PAUSES_S", (0.0, 0.0, 0.0))
+    sandbox, api = _kill_answers(b"", b"x 2\n")
+    report = asyncio.run(sandbox.kill_processes())
+    kills = [e for e in api.execs.values() if e["command"][2:3] == [_exec.KILL_ALL]]
+    assert len(kills) == 3 and report.killed == 2
+
+
+def test_a_kill_that_never_runs_is_a_sandbox_state_error_and_a_pids_hit(monkeypatch) -> None:
+    from forge_sandbox import _lifecycle
+
+    monkeypatch.setattr(_lifecycle, "KILL_PAUSES_S", (0.0, 0.0, 0.0))
+    sandbox, api = _kill_answers(*[b""] * 4)
+    with pytest.raises(SandboxStateError) as failed:
+        asyncio.run(sandbox.kill_processes())
+    kills = [e for e in api.execs.values() if e["command"][2:3] == [_exec.KILL_ALL]]
+    assert len(kills) == 4
+    assert "could not in 4 tries (exit 2: b'Cannot fork')" in str(failed.value)
+    assert "pids_max=64" in str(failed.value)
+    assert "pids" in sandbox._hits
+    assert api.containers_inspected >= 1  # a dead container would have been named instead
 
 
 def test_an_exec_without_a_timeout_gets_the_specs() -> None:

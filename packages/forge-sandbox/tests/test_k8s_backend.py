@@ -15,7 +15,14 @@ import pytest
 pytest.importorskip("kubernetes", reason="install forge-sandbox[kubernetes]")
 pytest.importorskip("aiohttp", reason="install forge-sandbox[kubernetes]")
 
-from forge_sandbox import SandboxPathError, SandboxSpec, load_task, run_job, trial_name_for
+from forge_sandbox import (
+    SandboxPathError,
+    SandboxSpec,
+    SandboxStateError,
+    load_task,
+    run_job,
+    trial_name_for,
+)
 from forge_sandbox.kubernetes import (
     ExecProtocolError,
     ExecStreamLostError,
@@ -127,6 +134,61 @@ def test_oom_kill_is_typed_and_never_a_reward(backend: KubernetesBackend) -> Non
             assert report.oom_killed
 
     run(go())
+
+
+RESPAWN = (  # forks again the moment a pid frees: pids_max stays full
+    "python3 -c 'import os,time\nwhile True:\n  try: os.fork() or time.sleep(60)\n"
+    "  except OSError: pass'"
+)
+
+
+def test_kill_processes_clears_a_fork_bomb_that_respawns(backend: KubernetesBackend) -> None:
+    """A detached loop that forks again whenever a pid frees: the kill is one process of shell
+    built-ins (it forked per process, under the wrapper's `timeout` and `env`, before), and
+    every later exec works."""
+    count = "ls -d /proc/[0-9]* | wc -l"
+
+    async def go() -> None:
+        async with backend(spec("respawn", pids_max=48)) as sandbox:
+            before = await sandbox.exec(count)
+            started = await sandbox.exec(
+                "nohup setsid bash -c 'while :; do sleep 60 & done' >/dev/null 2>&1 & "
+                "sleep 3; echo started",
+                timeout_s=20,
+            )
+            assert started.stdout == "started\n"
+            report = await sandbox.kill_processes()
+            assert report.killed >= 30 and report.pids_limit_hit, report
+            after = await sandbox.exec(count)
+            assert after.exit_code == 0 and after.stdout == before.stdout, (before, after)
+
+    run(go())
+
+
+def test_a_bomb_that_leaves_no_pid_for_the_kill_is_an_error_and_scores_0(
+    backend: KubernetesBackend, make_task, tmp_path: Path
+) -> None:
+    """The fake's pod execs fork inside the pod (nsenter; a real runtime attaches its exec's
+    process past pids.max), so a tight respawner leaves no room for any command, the kill
+    included: SandboxStateError naming pids_max (it reported killed=0 before), and a trial is
+    the agent's doing, scored 0 even by a verifier that would pass: never a dropped episode."""
+
+    async def go() -> None:
+        async with backend(spec("tight", pids_max=48)) as sandbox:
+            await sandbox.exec(f"nohup setsid {RESPAWN} >/dev/null 2>&1 & sleep 3", timeout_s=20)
+            with pytest.raises(SandboxStateError, match="pids_max=48"):
+                await sandbox.kill_processes()
+
+    run(go())
+    task = make_task(
+        "tight",
+        "echo 'PASSED t::x'; echo 1 > /logs/verifier/reward.txt\n",
+        solve_sh=f"echo fixed > README\nnohup setsid {RESPAWN} >/dev/null 2>&1 &\nsleep 3\n",
+    )
+    backend.images["tight"] = IMAGE
+    summary = run(run_job([load_task(task)], tmp_path / "job", "oracle", make_sandbox=backend))
+    assert summary.rewards == {"tight": 0.0}
+    assert summary.errors == {"tight": "AgentCausedFailure"}
 
 
 def test_a_trial_whose_agent_fills_memory_is_its_outcome_scored_by_the_verifier(

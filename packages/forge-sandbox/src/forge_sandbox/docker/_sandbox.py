@@ -21,10 +21,10 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from forge_sandbox._errors import SandboxStateError, SandboxTransferError
+from forge_sandbox._lifecycle import SandboxLifecycle, kill_in_one_process
 from forge_sandbox._spec import ExecResult, KillReport, SandboxSpec
 from forge_sandbox._tar import check_sandbox_path, pack, unpack
 from forge_sandbox.docker import _exec
@@ -69,7 +69,7 @@ def owned_by(archive: bytes, uid: int, gid: int) -> bytes:
     return out.getvalue()
 
 
-class DockerSandbox:
+class DockerSandbox(SandboxLifecycle):
     """The Docker backend of the Sandbox protocol (one container per trial).
 
     `api` is a docker.APIClient (shared by a job's sandboxes: DockerBackend passes it);
@@ -91,42 +91,13 @@ class DockerSandbox:
         self.image: str | None = None
         self.workdir = spec.workdir
         self._id: str | None = None
-        self._state = "new"
         self._keep: list[str] = []
         self._uid_gid = (0, 0)
         self._user = "0"
         self._hits: set[str] = set()
         self._pids_baseline: int | None = None
 
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
     # -- lifecycle -------------------------------------------------------------------------
-
-    async def start(self) -> None:
-        """Image, container, scratch folders, counters; typed errors; nothing left on failure."""
-        if self._state != "new":
-            raise SandboxStateError(
-                f"start: expected a new sandbox; found state {self._state!r}; fix: create a "
-                "new DockerSandbox for each trial"
-            )
-        self._state = "starting"
-        try:
-            await self._start()
-        except BaseException:
-            await _finish(self._remove())
-            self._state = "stopped"
-            raise
-        self._state = "running"
 
     async def _start(self) -> None:
         # 1. the image: named or built (once per content), on the daemon
@@ -159,18 +130,8 @@ class DockerSandbox:
             "make scratch folders", self.api.put_archive, self._id, "/", scratch_tar(*self._uid_gid)
         )
 
-    async def stop(self) -> None:
-        """Remove the container (force: its processes die with it). Idempotent."""
-        if self._state in ("new", "stopped"):
-            self._state = "stopped"
-            return
-        self._state = "stopping"
-        try:
-            await _finish(self._remove())
-        finally:
-            self._state = "stopped"
-
-    async def _remove(self) -> None:
+    async def _cleanup(self) -> None:
+        """Remove the container (force: its processes die with it) and its scratch folders."""
         if self._id is None:
             with contextlib.suppress(Exception):  # a create that failed after the daemon made it
                 await asyncio.to_thread(self.api.remove_container, self.name, force=True, v=True)
@@ -257,30 +218,12 @@ class DockerSandbox:
         timeout_s: float,
         max_output: int | None,
     ) -> ExecResult:
-        self._require_running()
         nonce = _exec.new_nonce()
         started = time.monotonic()
-        exec_id, sock = await self._open_exec(_exec.wrap(argv, cwd, nonce), env, nonce)
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-
-        def finished() -> None:
-            if not done.done():
-                done.set_result(None)
-
-        def notify() -> None:  # runs in the reader thread
-            loop.call_soon_threadsafe(finished)
-
-        streamed = _exec.Streamed(max_output, on_done=notify)
-        threading.Thread(target=_exec.read_frames, args=(sock, streamed), daemon=True).start()
-        timed_out = not await _wait(done, timeout_s)
-        if timed_out:  # kill the exec's whole tree by its marker, then let the stream end
-            await self._kill_marked(nonce)
-            if not await _wait(done, self.config.exec_grace_s):
-                _exec.abort(sock)
-                await _wait(done, 5.0)
+        streamed, code, timed_out = await self._stream(
+            _exec.wrap(argv, cwd, nonce), env, nonce, timeout_s, max_output
+        )
         duration = time.monotonic() - started
-        code = await self._call("inspect exec", _exec.wait_exit_code, self.api, exec_id)
         stderr, trailer = _exec.split_trailer(bytes(streamed.stderr), nonce)
         if trailer is None and not timed_out:
             await self._check_alive("exec")  # a dead container is the better explanation
@@ -317,6 +260,39 @@ class DockerSandbox:
             output_truncated=streamed.truncated,
         )
 
+    async def _stream(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        nonce: str,
+        timeout_s: float,
+        max_output: int | None,
+    ) -> tuple[_exec.Streamed, int | None, bool]:
+        """Run `argv` as the exec's process: what it streamed, its exit code (None: the
+        daemon never had one) and whether it timed out (then its tree was killed by marker)."""
+        self._require_running()
+        exec_id, sock = await self._open_exec(argv, env, nonce)
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def finished() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        def notify() -> None:  # runs in the reader thread
+            loop.call_soon_threadsafe(finished)
+
+        streamed = _exec.Streamed(max_output, on_done=notify)
+        threading.Thread(target=_exec.read_frames, args=(sock, streamed), daemon=True).start()
+        timed_out = not await _wait(done, timeout_s)
+        if timed_out:  # kill the exec's whole tree by its marker, then let the stream end
+            await self._kill_marked(nonce)
+            if not await _wait(done, self.config.exec_grace_s):
+                _exec.abort(sock)
+                await _wait(done, 5.0)
+        code = await self._call("inspect exec", _exec.wait_exit_code, self.api, exec_id)
+        return streamed, code, timed_out
+
     async def _open_exec(self, argv: list[str], env: dict[str, str], nonce: str) -> Any:
         def create_and_start() -> tuple[str, Any]:
             created = self.api.exec_create(
@@ -340,21 +316,32 @@ class DockerSandbox:
             raise error from exc
 
     async def _kill_marked(self, nonce: str) -> int:
-        result = await self._run(
-            ["/bin/sh", "-c", _exec.KILL_MARKED, "sh", nonce], "/", {}, 60.0, None
-        )
-        words = result.stdout.split()
+        """SIGKILL the processes of the exec marked `nonce` (the kill is one process)."""
+        argv = ["/bin/sh", "-c", _exec.KILL_MARKED, "sh", nonce]
+        streamed, _, _ = await self._stream(argv, {}, _exec.new_nonce(), 60.0, None)
+        words = streamed.stdout.split()
         return int(words[0]) if words and words[0].isdigit() else 0
 
     async def kill_processes(self) -> KillReport:
-        """Kill every process but the init and the main one; report the limits hit so far."""
-        result = await self._run(
-            ["/bin/sh", "-c", _exec.KILL_ALL, "sh", *self._keep], "/", {}, 60.0, None
-        )
-        parts = result.stdout.split()
-        killed = int(parts[0]) if parts and parts[0].isdigit() else 0
+        """Kill every process but the init and the main one; report the limits hit so far.
+
+        The kill is the exec's only process (shell built-ins: it needs one free pid), tried
+        again while the pids limit leaves it no room; when it never runs, the sandbox's own
+        processes hold every pid (a fork bomb that respawns): SandboxStateError, which a trial
+        scores 0 when its agent had the sandbox."""
+        argv = ["/bin/sh", "-c", _exec.KILL_ALL, "sh", *self._keep]
+
+        async def once() -> tuple[int | None, bytes, bytes]:
+            streamed, code, _ = await self._stream(argv, {}, _exec.new_nonce(), 60.0, None)
+            return code, bytes(streamed.stdout), bytes(streamed.stderr)
+
+        async def alive() -> None:
+            self._hits.add("pids")  # no room for one more process: the limit is hit
+            await self._check_alive("kill")
+
+        words = await kill_in_one_process(once, self.name, self.spec.pids_max, alive)
         return KillReport(
-            killed=killed,
+            killed=int(words[0]),
             oom_killed="memory" in self._hits,
             pids_limit_hit="pids" in self._hits,
             file_size_limit_hit="file_size" in self._hits,
@@ -428,19 +415,3 @@ async def _wait(done: asyncio.Future[None], timeout_s: float) -> bool:
     except TimeoutError:
         return False
     return True
-
-
-async def _finish(cleanup_coro: Any) -> None:
-    """Run a cleanup to its end even when the caller is cancelled meanwhile (then re-raise)."""
-    cleanup = asyncio.ensure_future(cleanup_coro)
-    cancelled = False
-    while not cleanup.done():
-        try:
-            await asyncio.shield(cleanup)
-        except asyncio.CancelledError:
-            if cleanup.cancelled():
-                break
-            cancelled = True
-    if cancelled or cleanup.cancelled():
-        raise asyncio.CancelledError
-    cleanup.result()

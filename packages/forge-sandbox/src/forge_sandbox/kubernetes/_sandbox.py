@@ -15,8 +15,7 @@ import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from forge_sandbox._errors import (
     SandboxError,
@@ -25,6 +24,7 @@ from forge_sandbox._errors import (
     SandboxTransferError,
     TaskLayoutError,
 )
+from forge_sandbox._lifecycle import SandboxLifecycle, kill_in_one_process
 from forge_sandbox._spec import ExecResult, KillReport, SandboxSpec
 from forge_sandbox._tar import check_sandbox_path, pack, unpack
 from forge_sandbox.kubernetes import _exec
@@ -51,22 +51,25 @@ PULL_FAILURES = frozenset(
 # the kubelet cannot create the container (e.g. runAsNonRoot and an image whose user is root):
 # it would wait forever, so the trial fails at once (an infrastructure error, never reward 0)
 CONFIG_FAILURES = frozenset({"CreateContainerConfigError", "CreateContainerError"})
+# sh -c KILL_SCRIPT, the exec's only process: SIGKILL every process but pid 1, itself and the
+# pod's main process (the oldest `sleep infinity`; `read` drops a cmdline's NULs), zombies
+# skipped, in rounds (a fork bomb respawns); prints the count and the pids counter after. Shell
+# built-ins only: it runs where the agent's processes hold every pid but one
 KILL_SCRIPT = (
     _exec.PIDS_FUNCTION + "; "
-    # spare pid 1, ourselves and the pod's main process (the oldest `sleep infinity`)
-    "main=; for d in /proc/[0-9]*; do p=${d#/proc/}; "
-    '[ "$(tr "\\0" " " < "$d/cmdline" 2>/dev/null)" = "sleep infinity " ] && '
+    "main=; for d in /proc/[0-9]*; do p=${d#/proc/}; l=; "
+    'read -r l < "$d/cmdline" 2>/dev/null; [ "$l" = sleepinfinity ] && '
     '{ [ -z "$main" ] || [ "$p" -lt "$main" ]; } && main=$p; done; '
-    # and this script's own ancestors (the exec wrapper and its `timeout`)
-    'keep=" 1 $main "; p=$$; while [ "$p" -gt 1 ] 2>/dev/null; do keep="$keep$p "; '
-    'read -r _ _ _ p _ < "/proc/$p/stat" || break; done; '
-    "n=0; for d in /proc/[0-9]*; do p=${d#/proc/}; "
+    'keep=" 1 $main $$ "; '
+    "n=0; for r in 1 2 3 4 5 6 7 8 9 10; do k=0; for d in /proc/[0-9]*; do p=${d#/proc/}; "
     'case "$keep" in *" $p "*) continue;; esac; '
-    'kill -9 "$p" 2>/dev/null && n=$((n+1)); done; echo "$n $(pids)"'
+    'z=; read -r a b z c 2>/dev/null < "$d/stat"; [ "$z" = Z ] && continue; '
+    'kill -9 "$p" 2>/dev/null && k=$((k+1)); done; n=$((n+k)); [ "$k" = 0 ] && break; done; '
+    'printf "%s " "$n"; pids'
 )
 
 
-class KubernetesSandbox:
+class KubernetesSandbox(SandboxLifecycle):
     """The Kubernetes backend of the Sandbox protocol (one pod per trial).
 
     `image` is the pod's image (from the images report; see `open_backend`). `api` may be
@@ -86,7 +89,6 @@ class KubernetesSandbox:
         self.image = image
         self._api = api
         self._own_api = api is None
-        self._state = "new"
         self._pod: str | None = None
         self._policy: str | None = None
         self._dead: str | None = None  # why the pod can no longer run commands
@@ -101,37 +103,10 @@ class KubernetesSandbox:
             self._api = KubeApi(self.config)
         return self._api
 
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Create the NetworkPolicy and the pod, wait until Ready; typed errors on failure."""
-        if self._state != "new":
-            raise SandboxStateError(
-                f"start: expected a new sandbox; found state {self._state!r}; fix: create a "
-                "new KubernetesSandbox for each trial"
-            )
-        self._state = "starting"
-        try:
-            await self._start()
-        except BaseException:
-            await self._delete_to_the_end()
-            self._state = "stopped"
-            raise
-        self._state = "running"
-
     async def _start(self) -> None:
+        """Create the NetworkPolicy and the pod, wait until Ready; typed errors on failure."""
         if self.spec.user is not None:  # runAsUser takes a number; the kubelet resolves no names
             raise TaskLayoutError(
                 f"task {self.spec.task_name}: expected a numeric non-root user (UID or UID:GID) "
@@ -258,33 +233,8 @@ class KubernetesSandbox:
                 f"({reason or 'no reason'}); fix: `kubectl describe pod {self.pod_name}`"
             )
 
-    async def stop(self) -> None:
-        """Delete the pod and its NetworkPolicy (only what this sandbox created). Idempotent."""
-        if self._state in ("new", "stopped"):
-            self._state = "stopped"
-            return
-        self._state = "stopping"
-        try:
-            await self._delete_to_the_end()
-        finally:
-            self._state = "stopped"
-
-    async def _delete_to_the_end(self) -> None:
-        """_delete, finished even when the caller is cancelled again meanwhile."""
-        cleanup = asyncio.ensure_future(self._delete())
-        cancelled = False
-        while not cleanup.done():
-            try:
-                await asyncio.shield(cleanup)
-            except asyncio.CancelledError:
-                if cleanup.cancelled():
-                    break
-                cancelled = True
-        if cancelled or cleanup.cancelled():
-            raise asyncio.CancelledError
-        cleanup.result()
-
-    async def _delete(self) -> None:
+    async def _cleanup(self) -> None:
+        """Delete the pod and its NetworkPolicy (only what this sandbox created)."""
         errors = []
         for kind, name, fn in (
             ("pod", self._pod, self.api.core.delete_namespaced_pod if self._pod else None),
@@ -465,25 +415,41 @@ class KubernetesSandbox:
                 pids_limit_hit="pids" in self._hits,
                 file_size_limit_hit="file_size" in self._hits,
             )
-        result = await self._exec_argv(
-            ["/bin/sh", "-c", KILL_SCRIPT], "/", self.spec.base_env(), 60.0, None, None
+        words = await kill_in_one_process(
+            self._kill_once, self.pod_name, self.spec.pids_max, self._check_alive
         )
-        parts = result.stdout.split()
-        killed = int(parts[0]) if parts and parts[0].isdigit() else 0
-        baseline = self._pids_baseline
-        if (
-            len(parts) > 1
-            and parts[1].isdigit()
-            and baseline is not None
-            and int(parts[1]) > baseline
-        ):
+        baseline, after = self._pids_baseline, words[1] if len(words) > 1 else ""
+        if baseline is not None and after.isdigit() and int(after) > baseline:
             self._hits.add("pids")
         return KillReport(
-            killed=killed,
+            killed=int(words[0]),
             oom_killed="memory" in self._hits,
             pids_limit_hit="pids" in self._hits,
             file_size_limit_hit="file_size" in self._hits,
         )
+
+    async def _kill_once(self) -> tuple[int | None, bytes, bytes]:
+        """KILL_SCRIPT as the exec's only process (no wrapper: one pid); (exit, out, err)."""
+        self._require_running()
+        assert self._pod is not None
+        deadline = 60.0 + self.config.exec_grace_s
+        argv = ["/bin/sh", "-c", KILL_SCRIPT]
+        streamed = await asyncio.to_thread(
+            _exec.stream_exec,
+            self.api,
+            self.config.namespace,
+            self._pod,
+            CONTAINER,
+            argv,
+            None,
+            deadline,
+            None,
+        )
+        try:
+            code: int | None = _exec.exit_code_of(streamed.status)
+        except ExecProtocolError:  # the kubelet could not start it (no free pid)
+            code = None
+        return code, streamed.stdout, streamed.stderr
 
     # -- files -----------------------------------------------------------------------------
 

@@ -20,8 +20,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any, Self
+from typing import IO, Any
 
 from forge_gates import Violation
 from forge_sandbox._errors import (
@@ -33,6 +32,7 @@ from forge_sandbox._errors import (
     SandboxUnavailableError,
     TaskLayoutError,
 )
+from forge_sandbox._lifecycle import SandboxLifecycle
 from forge_sandbox._spec import DEFAULT_PATH, ExecResult, KillReport, SandboxSpec
 from forge_sandbox._tar import check_sandbox_path, pack, unpack
 from forge_sandbox.local import _bwrap
@@ -94,7 +94,7 @@ def seccomp_pipe() -> int:
     return read_fd
 
 
-class LocalSandbox:
+class LocalSandbox(SandboxLifecycle):
     """The local backend of the Sandbox protocol (bubblewrap + cgroups + nsenter).
 
     host_uid: the unprivileged host uid the sandbox runs as when started by root (default
@@ -121,7 +121,6 @@ class LocalSandbox:
         self._state_root = state_root
         self._mountinfo = mountinfo
         self._cgroup_view = cgroup_view
-        self._state = "new"
         self._dir: Path | None = None
         self._cgroup: Cgroup | SandboxTree | None = None
         self._init: asyncio.subprocess.Process | None = None
@@ -135,34 +134,6 @@ class LocalSandbox:
         self.info: dict[str, Any] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
-    async def start(self) -> None:
-        """Create the sandbox. Fails closed: SandboxUnavailableError / SandboxStartError."""
-        if self._state != "new":
-            raise SandboxStateError(
-                f"start: expected a new sandbox; found state {self._state!r}; "
-                "fix: create a new LocalSandbox for each run"
-            )
-        self._state = "starting"
-        try:
-            await self._start()
-        except BaseException:
-            await self._teardown_to_the_end()
-            self._state = "stopped"
-            raise
-        self._state = "running"
 
     async def _start(self) -> None:
         spec = self.spec
@@ -336,38 +307,9 @@ class LocalSandbox:
             )
         return info
 
-    async def stop(self) -> None:
-        """Kill every process of the sandbox, remove its cgroups and files. Idempotent."""
-        if self._state in ("new", "stopped"):
-            self._state = "stopped"
-            return
-        self._state = "stopping"
-        try:
-            await self._teardown_to_the_end()
-        finally:
-            self._state = "stopped"
-
-    async def _teardown_to_the_end(self) -> None:
-        """_teardown, finished even when the caller is cancelled again meanwhile (Ctrl-C and
-        SIGTERM cancel a job's trials, and a cancelled await would leave the state folder and
-        the cgroup behind); the cancellation is re-raised once the sandbox is gone."""
-        cleanup = asyncio.ensure_future(self._teardown())
-        cancelled = False
-        while not cleanup.done():
-            try:
-                await asyncio.shield(cleanup)
-            except asyncio.CancelledError:
-                if cleanup.cancelled():
-                    break
-                cancelled = True
-        if cancelled or cleanup.cancelled():
-            self._remove_leftovers()
-            raise asyncio.CancelledError
-        cleanup.result()
-
-    def _remove_leftovers(self) -> None:
-        """Last resort (the cleanup itself was cancelled): kill the cgroup, remove it and the
-        state folder, synchronously."""
+    def _cleanup_cancelled(self) -> None:
+        """Last resort (a stop cancelled meanwhile): kill the cgroup, remove it and the state
+        folder, synchronously."""
         if self._cgroup is not None:
             with contextlib.suppress(OSError, SandboxError):
                 self._cgroup.kill()
@@ -378,7 +320,8 @@ class LocalSandbox:
             remove_tree(self._dir)
             self._dir = None
 
-    async def _teardown(self) -> None:
+    async def _cleanup(self) -> None:
+        """Kill every process of the sandbox, remove its cgroups and files."""
         # 1. kill the sandbox's pid 1: the kernel kills every process of its pid namespace,
         #    and bwrap (our child) reaps it, so no zombie is left to the host's init
         alive = self._init is not None and self._init.returncode is None
