@@ -53,19 +53,17 @@ def _processes() -> dict[int, tuple[int, int, int]]:
     return found
 
 
-def _children() -> dict[int, list[int]]:
-    """ppid -> its children."""
+def _children(processes: dict[int, tuple[int, int, int]]) -> dict[int, list[int]]:
+    """ppid -> its children, from `_processes()`."""
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _sid, _ticks) in _processes().items():
+    for pid, (ppid, _sid, _ticks) in processes.items():
         children.setdefault(ppid, []).append(pid)
     return children
 
 
 def _tree(roots: set[int], processes: dict[int, tuple[int, int, int]]) -> set[int]:
     """`roots` and all their descendants, alive."""
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _sid, _ticks) in processes.items():
-        children.setdefault(ppid, []).append(pid)
+    children = _children(processes)
     found, todo = set(), [r for r in roots if r in processes]
     while todo:
         pid = todo.pop()
@@ -157,7 +155,7 @@ class InitLeaf(TreeLeaf):
         }
         if not roots:
             return set()
-        children = _children()
+        children = _children(_processes())
         init = {pid for root in roots for pid in (root, *children.get(root, []))}
         for pid in list(init - roots):  # pid 1: its sleeps
             for child in children.get(pid, []):
