@@ -10,6 +10,9 @@ its first command waited for the sandbox: `sandbox_starts.agent_waited_s`) plus 
 run (result.json `verifier`). The batch's lower bound is max(the longest episode, the sum over
 episodes / concurrency); efficiency = bound / the batch's wall time. What is left is
 orchestration: sandbox starts, the change's manifests and carry, stops, the gateway, waiting.
+Each batch also splits its slots' time (wall x concurrency, `slot_s`): the episodes' paths, the
+rest of their trials, between trials, and the tail (slots whose last trial is done while the
+batch is not: with 24 episodes on 8 slots, three each, no slot can take over another's work).
 
 After two untimed episodes (a process's one-time imports), measured in one run: with the warm
 queue (run_job's default: `concurrency` agent sandboxes started ahead, the verifier's sandbox
@@ -84,7 +87,7 @@ def _batch(
                     warm=warm,
                 )
             )
-            wall = time.perf_counter() - started
+            wall, ended = time.perf_counter() - started, time.time()
     if summary.errors or set(summary.rewards.values()) != {1.0}:
         raise RuntimeError(
             f"expected every scripted episode solved (reward 1, no error); found errors "
@@ -109,6 +112,9 @@ def _batch(
         ):
             stages[name].append(value)  # fmt: skip
     bound = max(max(paths), sum(paths) / CONCURRENCY)
+    spans = sorted((_at(r["started_at"]), _at(r["finished_at"])) for r in results)
+    inside = sum(end - start for start, end in spans)
+    tail = sum(ended - end for _start, end in spans[-CONCURRENCY:])  # each slot's last trial
     starts = sorted({r["sandbox_starts"].get("agent", "?").split(":")[0] for r in results})
     return {
         "episodes": len(results),
@@ -117,6 +123,16 @@ def _batch(
         "efficiency": round(bound / wall, 3),
         "agent_sandbox_starts": starts,
         "mean_s": {name: round(statistics.fmean(v), 3) for name, v in stages.items()},
+        # where the slots' time went (wall x concurrency): the episodes' bound parts, the rest
+        # of their trials (model calls over their time, kill, carry), between trials (a slot's
+        # start, result files, the next trial's start) and the tail (slots done, batch not)
+        "slot_s": {
+            "total": round(wall * CONCURRENCY, 2),
+            "paths": round(sum(paths), 2),
+            "rest_of_trials": round(inside - sum(paths), 2),
+            "between_trials": round(wall * CONCURRENCY - inside - tail, 2),
+            "tail": round(tail, 2),
+        },
     }
 
 
