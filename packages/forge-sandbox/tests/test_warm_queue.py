@@ -39,9 +39,10 @@ class Recorder:
                     recorder.kill.discard(spec.trial_name)
                     os.kill(self.init_pid, signal.SIGKILL)
                     for _ in range(100):
-                        if not Path(f"/proc/{self.init_pid}/stat").exists() or " Z " in (
-                            Path(f"/proc/{self.init_pid}/stat").read_text()
-                        ):
+                        try:  # gone (ESRCH mid-read included) or a zombie: dead
+                            if " Z " in Path(f"/proc/{self.init_pid}/stat").read_text():
+                                break
+                        except OSError:
                             break
                         await asyncio.sleep(0.02)
                 await super().check_alive()
