@@ -100,6 +100,7 @@ class DockerSandbox(SandboxLifecycle):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def _start(self) -> None:
+        """Image, container, scratch folders, counters; typed errors."""
         # 1. the image: named or built (once per content), on the daemon
         image, image_config = await asyncio.to_thread(self.resolver.ensure, self.api, self.spec)
         self.image = image

@@ -136,6 +136,7 @@ class LocalSandbox(SandboxLifecycle):
     # -- lifecycle -------------------------------------------------------------------------
 
     async def _start(self) -> None:
+        """Create the sandbox. Fails closed: SandboxUnavailableError / SandboxStartError."""
         spec = self.spec
         # 1. refuse what this backend cannot honour; find bwrap and the cgroups (fail closed)
         if spec.image is not None and spec.rootfs is None:
