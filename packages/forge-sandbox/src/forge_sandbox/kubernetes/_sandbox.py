@@ -328,23 +328,11 @@ class KubernetesSandbox(SandboxLifecycle):
         max_output: int | None,
         raw_stdout: bool = False,
     ) -> ExecResult:
-        self._require_running()
-        assert self._pod is not None
         nonce = _exec.new_nonce()
         wrapped = _exec.wrap(argv, cwd, env, timeout_s, nonce)
         deadline = timeout_s + _exec.KILL_AFTER_S + self.config.exec_grace_s
         try:
-            streamed = await asyncio.to_thread(
-                _exec.stream_exec,
-                self.api,
-                self.config.namespace,
-                self._pod,
-                CONTAINER,
-                wrapped,
-                stdin,
-                deadline,
-                max_output,
-            )
+            streamed = await self._stream(wrapped, stdin, deadline, max_output)
         except (ExecStreamLostError, ExecProtocolError):
             await self._check_alive()  # an OOM kill or eviction is the better explanation
             raise
@@ -380,6 +368,24 @@ class KubernetesSandbox(SandboxLifecycle):
             file_size_limit_hit=file_size,
             duration_s=streamed.duration_s,
             output_truncated=streamed.truncated,
+        )
+
+    async def _stream(
+        self, argv: list[str], stdin: bytes | None, deadline_s: float, max_output: int | None
+    ) -> _exec.Streamed:
+        """`argv` in the pod's container over its own websocket (in a thread)."""
+        self._require_running()
+        assert self._pod is not None
+        return await asyncio.to_thread(
+            _exec.stream_exec,
+            self.api,
+            self.config.namespace,
+            self._pod,
+            CONTAINER,
+            argv,
+            stdin,
+            deadline_s,
+            max_output,
         )
 
     async def _read_status(self) -> Any:
@@ -430,21 +436,8 @@ class KubernetesSandbox(SandboxLifecycle):
 
     async def _kill_once(self) -> tuple[int | None, bytes, bytes]:
         """KILL_SCRIPT as the exec's only process (no wrapper: one pid); (exit, out, err)."""
-        self._require_running()
-        assert self._pod is not None
-        deadline = 60.0 + self.config.exec_grace_s
         argv = ["/bin/sh", "-c", KILL_SCRIPT]
-        streamed = await asyncio.to_thread(
-            _exec.stream_exec,
-            self.api,
-            self.config.namespace,
-            self._pod,
-            CONTAINER,
-            argv,
-            None,
-            deadline,
-            None,
-        )
+        streamed = await self._stream(argv, None, 60.0 + self.config.exec_grace_s, None)
         try:
             code: int | None = _exec.exit_code_of(streamed.status)
         except ExecProtocolError:  # the kubelet could not start it (no free pid)
