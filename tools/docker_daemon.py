@@ -297,8 +297,21 @@ class Daemon:
                 proc.kill()
                 proc.wait()
         run = getattr(self, "run", None)
-        if run is not None and run.as_posix() not in pathlib.Path("/proc/mounts").read_text():
+        if run is None:
+            return
+        # dockerd leaves its network namespace's bind mount (exec/netns/default) behind
+        for point in mounts_under(run, pathlib.Path("/proc/mounts").read_text()):
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+        if not mounts_under(run, pathlib.Path("/proc/mounts").read_text()):
             shutil.rmtree(run, ignore_errors=True)
+
+
+def mounts_under(folder: pathlib.Path, mounts: str) -> list[str]:
+    """The mount points at or below `folder` in a /proc/mounts text, deepest first."""
+    top = folder.as_posix()
+    points = [line.split()[1] for line in mounts.splitlines() if len(line.split()) > 1]
+    inside = [p for p in points if p == top or p.startswith(top + "/")]
+    return sorted(inside, key=lambda p: p.count("/"), reverse=True)
 
 
 def _port_open(port: int) -> bool:

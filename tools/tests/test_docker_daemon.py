@@ -113,3 +113,15 @@ def test_synth_env_rewrites_the_synth_base_and_builds_on_the_host_network(tmp_pa
     assert data["rewrites"]["debian:bookworm-slim"] == "127.0.0.1:5999/forge/base:bookworm"
     assert data["rewrites"]["python:3.11-slim"] == "127.0.0.1:5999/forge/base:bookworm"
     assert tomllib.loads(config.read_text())["build_network"] == "none"  # the original stays
+
+
+def test_the_mounts_dockerd_leaves_are_found_deepest_first() -> None:
+    mounts = (
+        "nsfs /tmp/forge-dockerd-a/exec/netns/default nsfs rw 0 0\n"
+        "tmpfs /tmp/forge-dockerd-a tmpfs rw 0 0\n"
+        "nsfs /tmp/forge-dockerd-ab/exec/netns/default nsfs rw 0 0\n"  # another daemon's
+        "overlay /var/lib/docker/overlay2/x/merged overlay rw 0 0\n"
+    )
+    found = docker_daemon.mounts_under(Path("/tmp/forge-dockerd-a"), mounts)
+    assert found == ["/tmp/forge-dockerd-a/exec/netns/default", "/tmp/forge-dockerd-a"]
+    assert docker_daemon.mounts_under(Path("/tmp/elsewhere"), mounts) == []
