@@ -437,7 +437,11 @@ class KubernetesSandbox(SandboxLifecycle):
     async def _kill_once(self) -> tuple[int | None, bytes, bytes]:
         """KILL_SCRIPT as the exec's only process (no wrapper: one pid); (exit, out, err)."""
         argv = ["/bin/sh", "-c", KILL_SCRIPT]
-        streamed = await self._stream(argv, None, 60.0 + self.config.exec_grace_s, None)
+        try:
+            streamed = await self._stream(argv, None, 60.0 + self.config.exec_grace_s, None)
+        except ExecStreamLostError:
+            await self._check_alive()  # an OOM kill or eviction is the better explanation
+            raise
         try:
             code: int | None = _exec.exit_code_of(streamed.status)
         except ExecProtocolError:  # the kubelet could not start it (no free pid)
