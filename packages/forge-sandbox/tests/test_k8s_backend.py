@@ -160,7 +160,12 @@ def test_kill_processes_clears_a_fork_bomb_that_respawns(backend: KubernetesBack
             report = await sandbox.kill_processes()
             assert report.killed >= 30 and report.pids_limit_hit, report
             after = await sandbox.exec(count)
-            assert after.exit_code == 0 and after.stdout == before.stdout, (before, after)
+            # no more processes than at the start (one still ending from the pod's own start
+            # may be counted before: seen once in five runs)
+            assert after.exit_code == 0 and int(after.stdout) <= int(before.stdout), (
+                before,
+                after,
+            )
 
     run(go())
 

@@ -273,10 +273,12 @@ class _Transfer:
         self.calls.append(("diff_manifests", (before, after)))
         return self.change
 
-    async def carry_change(self, agent_box, fresh, change, workdir, scratch):
-        self.calls.append(("carry_change", (agent_box, fresh, change, workdir, scratch)))
+    async def carry_change(self, agent_box, fresh, change, before, scratch):
+        self.calls.append(("carry_change", (agent_box, fresh, change, before.workdir, scratch)))
         if self.carry_error is not None:
             raise self.carry_error
+        self.carried = Change(copy=change.copy, delete=change.delete, kept=("conftest.py",))
+        return self.carried
 
     def write_audit(self, change, archive, trial_dir):
         self.calls.append(("audit", (change, archive, trial_dir)))
@@ -293,12 +295,14 @@ def test_a_change_is_carried_and_audited(monkeypatch, tmp_path: Path) -> None:
     transfer = _Transfer(monkeypatch)
     state = _TrialState()
     assert _carry_with(transfer, state, tmp_path) is True
-    assert state.change is transfer.change and state.failure is None
+    # what was carried (the harness's files kept as the task's) is the trial's change, audited
+    assert state.change is transfer.carried and state.failure is None
     names = [name for name, _ in transfer.calls]
     assert names == ["take_manifest", "diff_manifests", "carry_change", "audit"]
+    assert transfer.calls[3][1][0] is transfer.carried
     assert transfer.calls[0][1] == ("agent", tmp_path, True)
     assert transfer.calls[2][1] == ("agent", "fresh", transfer.change, "/testbed", tmp_path)
-    assert transfer.calls[3][1] == (transfer.change, tmp_path / "change.tar", tmp_path / "trial")
+    assert transfer.calls[3][1] == (transfer.carried, tmp_path / "change.tar", tmp_path / "trial")
 
 
 @pytest.mark.parametrize(

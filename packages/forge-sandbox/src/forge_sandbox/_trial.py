@@ -285,8 +285,11 @@ def _write_change_audit(change: Change, archive: Path, trial_dir: Path) -> None:
             "schema_version": AUDIT_SCHEMA,
             "copied": list(change.copy[:CHANGE_PATHS_KEPT]),
             "deleted": list(change.delete[:CHANGE_PATHS_KEPT]),
+            # the test harness's files it changed: not carried, the task's versions stay
+            "kept": list(change.kept[:CHANGE_PATHS_KEPT]),
             "n_copied": len(change.copy),
             "n_deleted": len(change.delete),
+            "n_kept": len(change.kept),
             "flags": audit_change(change, archive),
         },
     )
@@ -304,8 +307,8 @@ async def _carry(
     try:
         after = await take_manifest(agent_box, scratch, after_agent=True)
         state.change = diff_manifests(before, after)
-        try:
-            await carry_change(agent_box, fresh, state.change, before.workdir, scratch)
+        try:  # the change less the test harness's files (`kept`: the task's stay)
+            state.change = await carry_change(agent_box, fresh, state.change, before, scratch)
         finally:
             await asyncio.to_thread(
                 _write_change_audit, state.change, scratch / "change.tar", trial_dir

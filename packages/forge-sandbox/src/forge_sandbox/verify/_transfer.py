@@ -8,7 +8,7 @@ over, only its change to the working directory, found by comparing two manifests
     ...the agent...
     after = await take_manifest(agent_box)    # after every process it left was killed
     change = diff_manifests(before, after)    # paths to copy (new or changed), paths to delete
-    await carry_change(agent_box, fresh_box, change, scratch)
+    carried = await carry_change(agent_box, fresh_box, change, before, scratch)
 
 A manifest lists every file, folder and symlink below the working directory with its mode and
 its sha256 (files) or target (links); `.git`, bytecode (`__pycache__`, `*.pyc`) and tool caches
@@ -29,11 +29,12 @@ import base64
 import posixpath
 import shlex
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from forge_sandbox._errors import SandboxError, SandboxTransferError
 from forge_sandbox._protocol import Sandbox
+from forge_sandbox.verify._harness import keep_shared_config, split_harness
 
 STAGE = "/tmp/.forge-transfer"  # the manifest's files
 BEFORE = "/tmp/.forge-before"  # the time mark of the manifest before the agent
@@ -127,10 +128,12 @@ class Manifest:
 @dataclass(frozen=True)
 class Change:
     """What the agent changed: paths to copy (new or changed, folders before what they hold)
-    and paths to delete first (gone, or of another type now)."""
+    and paths to delete first (gone, or of another type now); `kept`: changed paths of the
+    test harness that are not carried (`_harness.py`: the task's version stays)."""
 
     copy: tuple[str, ...]
     delete: tuple[str, ...]
+    kept: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -328,11 +331,15 @@ async def _pack_change(source: Sandbox, change: Change, scratch: Path) -> None:
 
 
 async def carry_change(
-    source: Sandbox, target: Sandbox, change: Change, workdir: str, scratch: Path
-) -> None:
+    source: Sandbox, target: Sandbox, change: Change, before: Manifest, scratch: Path
+) -> Change:
     """Copy `change` from `source` (the agent's sandbox) into `target` (the fresh one) at
-    `workdir`: delete first (short, plain path lists on the command line), then unpack the
-    checked archive with its modes (`extract`: one round trip, nothing staged in `target`)."""
+    `before.workdir`, less the test harness's files (`_harness.py`), and return what was
+    carried (with `kept`: the paths left out): delete first (short, plain path lists on the
+    command line), then unpack the checked archive with its modes (`extract`: one round trip,
+    nothing staged in `target`)."""
+    workdir = before.workdir
+    change, kept = split_harness(change, before)
     try:
         if change.copy:
             candidates = scratch / "after" / CANDIDATES_TAR
@@ -343,6 +350,11 @@ async def carry_change(
             f"agent's change: expected its archive to copy out of its sandbox; found {exc} "
             "(unreadable files, or a change too large for the sandbox's storage_mb); scored 0"
         ) from exc
+    if change.copy:
+        change, config = await keep_shared_config(
+            target, change, workdir, before, scratch / "change.tar"
+        )
+        kept = tuple(sorted({*kept, *config}))
     if change.delete:
         if _as_argv(change.delete):
             argv = ["sh", "-c", 'rm -rf -- "$@"', "sh", *change.delete]
@@ -365,3 +377,4 @@ async def carry_change(
                 f"agent's change: expected it to unpack in the fresh sandbox's {workdir}; found "
                 f"{exc} (a change too large for the sandbox's storage_mb?); scored 0"
             ) from exc
+    return replace(change, kept=kept)

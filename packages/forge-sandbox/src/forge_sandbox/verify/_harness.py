@@ -1,0 +1,175 @@
+"""The test harness's files in the working tree: the agent's changes to them are not carried.
+
+On a task whose tests run in the same process as the code under test (pytest on a SWE-bench,
+SWE-Gym, SWE-smith or synthesised task), a plugin that rewrites every report to "passed" makes
+pytest itself print `PASSED tests/a.py::test_b`: no output check can tell that from a real pass.
+pytest loads such a plugin from files in the repository that a fix never needs to change, so
+the fresh verifier sandbox keeps those files as the task shipped them (an added one is left out,
+a deleted or changed one stays the task's), and change-audit.json lists them under `kept`:
+
+    by name, anywhere   conftest.py, pytest.ini, .pytest.ini, pytest.toml, .pytest.toml,
+                        sitecustomize.py, usercustomize.py, *.pth
+    by folder           anything under a *.dist-info or *.egg-info folder (a `pytest11` entry
+                        point is loaded as a plugin) or a site-packages / dist-packages folder
+                        (a virtual environment in the working tree: the runner's own code)
+    by content          setup.cfg, tox.ini, pyproject.toml: a change is carried only when
+                        pytest's part of the file is unchanged (`pytest_part`); never a deletion
+
+The code under test can still reach the runner from inside its process (patching `_pytest`
+from an imported module); that is flagged by the change audit (`change_test_framework`), and
+Forge's own demo tasks run their code in a worker process the tests never import.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import tarfile
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from forge_sandbox._errors import SandboxTransferError
+
+if TYPE_CHECKING:
+    from forge_sandbox._protocol import Sandbox
+    from forge_sandbox.verify._transfer import Change, Manifest
+
+HARNESS_NAMES = frozenset(
+    {
+        "conftest.py",
+        "pytest.ini",
+        ".pytest.ini",
+        "pytest.toml",
+        ".pytest.toml",
+        "sitecustomize.py",
+        "usercustomize.py",
+    }
+)
+HARNESS_FOLDERS = frozenset({"site-packages", "dist-packages"})
+HARNESS_SUFFIXES = (".dist-info", ".egg-info")
+SHARED_CONFIG = frozenset({"setup.cfg", "tox.ini", "pyproject.toml"})
+CONFIG_MAX_BYTES = 1 << 20  # a larger shared config file is kept as the task's
+
+
+def is_harness_path(path: str) -> bool:
+    """Whether `path` (relative to the working tree) is one of the harness's own files."""
+    parts = posixpath.normpath(path).split("/")
+    if parts[-1] in HARNESS_NAMES or parts[-1].endswith(".pth"):
+        return True
+    return any(p in HARNESS_FOLDERS or p.endswith(HARNESS_SUFFIXES) for p in parts)
+
+
+def is_shared_config(path: str) -> bool:
+    """Whether `path` is a file pytest may read options from beside other tools' settings."""
+    return posixpath.basename(path) in SHARED_CONFIG
+
+
+def pytest_part(name: str, data: bytes) -> Any:
+    """What pytest reads from a shared config file, for comparison (ValueError: unreadable).
+
+    pyproject.toml: the `tool.pytest` table as tomllib (pytest's own parser) reads it, None
+    without one. setup.cfg / tox.ini: the text from the first line that names pytest (in any
+    case) to the end: a section header always names it, so every line pytest reads from its
+    section is in there, whatever quirks an INI parser has."""
+    text = data.decode("utf-8")
+    if posixpath.basename(name) == "pyproject.toml":
+        tool = tomllib.loads(text).get("tool")
+        return tool.get("pytest") if isinstance(tool, dict) else None
+    lines = text.splitlines(keepends=True)
+    first = next((i for i, line in enumerate(lines) if "pytest" in line.lower()), len(lines))
+    return "".join(lines[first:])
+
+
+def _harness_related(path: str) -> bool:
+    return is_harness_path(path) or is_shared_config(path)
+
+
+def split_harness(change: Change, before: Manifest) -> tuple[Change, tuple[str, ...]]:
+    """The change without the harness's files (by path) and without deletions of shared
+    config files; and the paths left out. A deleted folder that held such files becomes the
+    deletion of everything else in it (they stay)."""
+    kept = [p for p in change.copy if is_harness_path(p)]
+    delete: list[str] = []
+    for path in change.delete:
+        if _harness_related(path):
+            kept.append(path)
+            continue
+        inside = sorted(p for p in before.entries if p.startswith(path + "/"))
+        held = [p for p in inside if _harness_related(p)]
+        if not held:
+            delete.append(path)
+            continue
+        kept += held
+        delete += [  # files and links only: a folder holding a kept file stays
+            p for p in inside if not _harness_related(p) and before.entries[p].kind != "d"
+        ]
+    out = set(kept)
+    carried = replace(change, copy=tuple(p for p in change.copy if p not in out),
+                      delete=tuple(delete))  # fmt: skip
+    return carried, tuple(sorted(out))
+
+
+def _same_pytest_part(path: str, before: bytes | None, after: bytes | None) -> bool:
+    if after is None or len(after) > CONFIG_MAX_BYTES:
+        return False
+    try:
+        old = pytest_part(path, before) if before is not None else None
+        new = pytest_part(path, after)
+    except (UnicodeDecodeError, ValueError):  # tomllib's TOMLDecodeError is a ValueError
+        return False
+    return bool(old == new or (before is None and not new))
+
+
+async def _original(
+    fresh: Sandbox, workdir: str, path: str, before: Manifest, scratch: Path
+) -> bytes | None:
+    """The task's own version of `path` (read from the fresh sandbox, which holds the task's
+    tree as shipped); None when the task had no file there."""
+    entry = before.entries.get(path)
+    if entry is None or entry.kind != "f":
+        return None
+    local = scratch / "config-before" / path.replace("/", "%")
+    local.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        await fresh.download(posixpath.join(workdir, path), local)
+    except SandboxTransferError:
+        return None  # unreadable there: compared as absent, so only a pytest-free file passes
+    return local.read_bytes()
+
+
+async def keep_shared_config(
+    fresh: Sandbox, change: Change, workdir: str, before: Manifest, archive: Path
+) -> tuple[Change, tuple[str, ...]]:
+    """Leave out of `change` (and of its archive) each shared config file whose pytest part
+    it changes, or that it turns into another type; return the change and the paths left out."""
+    shared = [p for p in change.copy if is_shared_config(p)]
+    if not shared:
+        return change, ()
+    with tarfile.open(archive) as tar:
+        members = {posixpath.normpath(m.name): m for m in tar.getmembers()}
+        after = {}
+        for path in shared:
+            member = members.get(path)
+            handle = tar.extractfile(member) if member is not None and member.isfile() else None
+            after[path] = handle.read(CONFIG_MAX_BYTES + 1) if handle is not None else None
+    kept = []
+    for path in shared:
+        original = await _original(fresh, workdir, path, before, archive.parent)
+        if not _same_pytest_part(path, original, after[path]):
+            kept.append(path)
+    if not kept:
+        return change, ()
+    _drop_members(archive, set(kept))
+    return replace(change, copy=tuple(p for p in change.copy if p not in kept)), tuple(kept)
+
+
+def _drop_members(archive: Path, paths: set[str]) -> None:
+    """Rewrite `archive` without the members at `paths`."""
+    buffer = io.BytesIO()
+    with tarfile.open(archive) as old, tarfile.open(fileobj=buffer, mode="w") as new:
+        for member in old.getmembers():
+            if posixpath.normpath(member.name) not in paths:
+                new.addfile(member, old.extractfile(member) if member.isfile() else None)
+    archive.write_bytes(buffer.getvalue())

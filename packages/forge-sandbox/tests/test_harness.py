@@ -1,0 +1,193 @@
+"""The test harness's files are not carried to the verifier (verify/_harness.py): by name, by
+folder, and for shared config files by what pytest reads from them; and on the local backend,
+every way of loading a report-rewriting pytest plugin from the repository scores 0 on a
+SWE-bench-shaped task, while a real fix (also one that edits shared config) scores 1."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from forge_sandbox import load_task, run_job
+from forge_sandbox._errors import SandboxTransferError
+from forge_sandbox.testing.red_team_pytest import (
+    ATTACKS,
+    FIX_WITH_CONFIG,
+    FIX_WITH_CONFIG_CARRIED,
+    FIX_WITH_CONFIG_KEPT,
+    REAL_FIX,
+    vendor_pytest,
+    write_pytest_attack_tasks,
+)
+from forge_sandbox.verify._harness import (
+    is_harness_path,
+    is_shared_config,
+    keep_shared_config,
+    pytest_part,
+    split_harness,
+)
+from forge_sandbox.verify._transfer import Change, Entry, Manifest
+
+# -- which paths are the harness's -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "harness"),
+    [
+        ("conftest.py", True),
+        ("tests/unit/conftest.py", True),
+        ("pytest.ini", True),
+        ("sub/.pytest.ini", True),
+        ("pytest.toml", True),
+        ("sitecustomize.py", True),
+        ("src/usercustomize.py", True),
+        ("evil.pth", True),
+        (".venv/lib/python3.11/site-packages/_pytest/runner.py", True),
+        ("usr/lib/python3/dist-packages/x.py", True),
+        ("calc_report-0.dist-info/entry_points.txt", True),
+        ("calc.egg-info", True),
+        ("calc/__init__.py", False),
+        ("calc/conftest_helpers.py", False),
+        ("tests/test_calc.py", False),
+        ("setup.cfg", False),  # shared: judged by content
+        ("docs/pytest.md", False),
+    ],
+)
+def test_harness_paths(path: str, harness: bool) -> None:
+    assert is_harness_path(path) is harness
+
+
+def _manifest(paths: dict[str, str]) -> Manifest:
+    return Manifest("/w", {p: Entry(kind, 0o644, "") for p, kind in paths.items()})
+
+
+_paths = st.sampled_from(
+    ["a.py", "conftest.py", "t/conftest.py", "t/test_a.py", "setup.cfg", "t/tox.ini",
+     "x.pth", "m.dist-info/entry_points.txt", "v/site-packages/p.py", "pkg/mod.py"]
+)  # fmt: skip
+
+
+@given(st.lists(_paths, unique=True), st.lists(_paths, unique=True))
+def test_no_harness_path_is_carried_and_every_other_path_is(copy, delete) -> None:
+    change = Change(copy=tuple(sorted(copy)), delete=tuple(sorted(delete)))
+    carried, kept = split_harness(change, _manifest({p: "f" for p in delete}))
+    assert not any(is_harness_path(p) for p in carried.copy + carried.delete)
+    assert not any(is_shared_config(p) for p in carried.delete)
+    # a shared config file whose type changed (deleted, then copied) stays the task's whole
+    retyped = {p for p in copy if p in delete and is_shared_config(p)}
+    assert set(carried.copy) == {p for p in copy if not is_harness_path(p)} - retyped
+    assert set(carried.delete) | set(kept) == set(delete) | {p for p in copy if p in kept}
+    assert set(kept) <= set(copy) | set(delete)
+
+
+def test_a_deleted_folder_holding_harness_files_keeps_them() -> None:
+    before = _manifest({"tests": "d", "tests/conftest.py": "f", "tests/test_a.py": "f",
+                        "tests/data": "d", "tests/data/x.txt": "f", "tests/tox.ini": "f",
+                        "old": "d", "old/a.py": "f"})  # fmt: skip
+    carried, kept = split_harness(Change(copy=(), delete=("old", "tests")), before)
+    assert carried.delete == ("old", "tests/data/x.txt", "tests/test_a.py")
+    assert kept == ("tests/conftest.py", "tests/tox.ini")
+
+
+# -- shared config files: what pytest reads from them ------------------------------------------
+
+SETUP = b"[metadata]\nname = calc\n\n[tool:pytest]\nxfail_strict = true\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "before", "after", "same"),
+    [
+        ("setup.cfg", SETUP, SETUP.replace(b"calc\n", b"calc\nversion = 2\n"), True),
+        ("setup.cfg", SETUP, SETUP + b"addopts = -p evil\n", False),
+        # an unclosed header is a value's continuation to pytest's INI parser: addopts lands
+        # in the pytest section; the rule reads everything after the first pytest line
+        ("setup.cfg", SETUP, SETUP + b"[flake8\naddopts = -p evil\n", False),
+        ("tox.ini", None, b"[flake8]\nmax-line-length = 99\n", True),
+        ("tox.ini", None, b"[pytest]\naddopts = -p evil\n", False),
+        ("setup.cfg", SETUP, b"\xff\xfe[tool:pytest]\n", False),  # not UTF-8
+        ("pyproject.toml", b'[project]\nname = "c"\n', b'[project]\nname = "d"\n', True),
+        ("pyproject.toml", None, b"[tool.black]\nline-length = 99\n", True),
+        ("pyproject.toml", None, b'[tool.pytest.ini_options]\naddopts = "-p evil"\n', False),
+        ("pyproject.toml", None, b'[tool.pytest]\naddopts = ["-p", "evil"]\n', False),
+        # a quoted key with an escape names pytest without the word: tomllib reads it
+        ("pyproject.toml", None, b'[tool."\\u0070ytest".ini_options]\naddopts = "-p e"\n', False),
+        ("pyproject.toml", None, b"tool = {pytest = {ini_options = {addopts = '-p e'}}}\n", False),
+        ("pyproject.toml", b'[project]\nname = "c"\n', b"[project\n", False),  # not TOML
+    ],
+)
+def test_a_shared_config_change_is_carried_only_when_pytests_part_is_unchanged(
+    tmp_path: Path, name: str, before: bytes | None, after: bytes, same: bool
+) -> None:
+    archive = tmp_path / "change.tar"
+    with tarfile.open(archive, "w") as tar:
+        for path, data in ((name, after), ("calc.py", b"x = 1\n")):
+            member = tarfile.TarInfo(path)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+
+    class Fresh:  # the task's tree as shipped
+        async def download(self, sandbox_path: str, local: Path) -> None:
+            assert sandbox_path == f"/w/{name}"
+            if before is None:
+                raise SandboxTransferError("no such file")
+            Path(local).write_bytes(before)
+
+    entries = {name: Entry("f", 0o644, "")} if before is not None else {}
+    change = Change(copy=(name, "calc.py"), delete=())
+    carried, kept = asyncio.run(
+        keep_shared_config(Fresh(), change, "/w", Manifest("/w", entries), archive)  # type: ignore[arg-type]
+    )
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    if same:
+        assert (carried, kept, names) == (change, (), [name, "calc.py"])
+    else:
+        assert (carried.copy, kept, names) == (("calc.py",), (name,), ["calc.py"])
+
+
+def test_pytest_part_of_pyproject_is_the_tool_pytest_table() -> None:
+    text = b'[tool.pytest.ini_options]\naddopts = "-q"\n[tool.black]\nx = 1\n'
+    assert pytest_part("pyproject.toml", text) == {"ini_options": {"addopts": "-q"}}
+    assert pytest_part("a/setup.cfg", b"[x]\ny = 1\n") == ""
+
+
+# -- the attacks, on the local backend ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory, isolation: None) -> dict:
+    root = tmp_path_factory.mktemp("red-team-pytest")
+    vendor = vendor_pytest(root / "vendor")
+    tasks = [load_task(t) for t in write_pytest_attack_tasks(root / "tasks", vendor)]
+    summary = asyncio.run(
+        run_job(tasks, root / "job", "oracle", concurrency=2, verifier_timeout_s=60)
+    )
+    audits = {}
+    for path in (root / "job").glob("*/agent/change-audit.json"):
+        name = json.loads((path.parents[1] / "result.json").read_text())["task_name"]
+        audits[name] = json.loads(path.read_text())
+    return {"rewards": summary.rewards, "errors": summary.errors, "audits": audits}
+
+
+def test_the_real_fixes_score_1(job: dict) -> None:
+    for name in (REAL_FIX, FIX_WITH_CONFIG):
+        assert job["rewards"][name] == 1.0, job["errors"].get(name)
+    audit = job["audits"][FIX_WITH_CONFIG]
+    assert (tuple(audit["copied"]), tuple(audit["kept"])) == (
+        FIX_WITH_CONFIG_CARRIED,
+        FIX_WITH_CONFIG_KEPT,
+    )
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_every_plugin_attack_scores_exactly_0_and_is_kept_and_flagged(job: dict, attack) -> None:
+    assert job["rewards"][attack] == 0.0, job["errors"].get(attack)
+    audit = job["audits"][attack]
+    assert audit["kept"] and audit["flags"].get("change_test_config") == 1
