@@ -1,8 +1,9 @@
 """The red-team attacks (forge_sandbox.testing.red_team) on the Docker backend and on the
 Kubernetes backend (the in-process API server's pods as real containers), the demo task in
-image form (repository at root-owned /testbed, as SWE-bench's images): every attack scores
-exactly 0.0 and the real fix 1. The full list runs on the local backend (forge-data's
-test_red_team.py); here one attack of each class runs on each backend."""
+image form (repository at root-owned /testbed, as SWE-bench's images), and the pytest task's
+plugin attacks (forge_sandbox.testing.red_team_pytest): every attack scores exactly 0.0 and
+the real fixes 1. The full lists run on the local backend (forge-data's test_red_team.py,
+forge-sandbox's test_harness.py); here one attack of each class runs on each backend."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from forge_sandbox import discover_tasks, run_job
 from forge_sandbox.docker import DockerBackend, DockerConfig
+from forge_sandbox.testing import red_team_pytest
 from forge_sandbox.testing.red_team import REAL_FIX, RESOURCE_LIMITS, write_attack_tasks
 
 BASE_IMAGE = os.environ.get("FORGE_DOCKER_BASE", "forge-base:bookworm")
@@ -33,14 +35,27 @@ CLASSES = [  # one attack of each class
     "agent-fills-memory",
     "agent-kills-init",
 ]
+PYTEST = "pytest-"  # the pytest task's attacks (red_team_pytest), folders named after this
+PYTEST_CLASSES = [  # one of each place a plugin is loaded from
+    "conftest-added-at-root",
+    "pyproject-beside-the-tests",
+    "setup-cfg-addopts",
+    "dist-info-entry-point",
+    "runner-patched-in-the-venv",
+]
+FIXES = {
+    REAL_FIX,
+    *(PYTEST + f for f in (red_team_pytest.REAL_FIX, red_team_pytest.FIX_WITH_CONFIG)),
+}
 
 
 def _judge(summary: Any) -> None:
-    assert summary.rewards[REAL_FIX] == 1.0, summary.errors.get(REAL_FIX)
+    for fix in sorted(FIXES):
+        assert summary.rewards[fix] == 1.0, (fix, summary.errors.get(fix))
     wrong = {
         name: (reward, summary.errors.get(name))
         for name, reward in summary.rewards.items()
-        if name != REAL_FIX and reward != 0.0
+        if name not in FIXES and reward != 0.0
     }
     assert wrong == {}, f"expected every attack to score exactly 0.0; found {wrong}"
 
@@ -49,6 +64,10 @@ def _judge(summary: Any) -> None:
 def attack_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("red-team-image")
     write_attack_tasks(SOURCE, root, names=CLASSES, image=BASE_IMAGE)
+    vendor = red_team_pytest.vendor_pytest(tmp_path_factory.mktemp("vendor"))
+    red_team_pytest.write_pytest_attack_tasks(
+        root, vendor, names=PYTEST_CLASSES, image=BASE_IMAGE, prefix=PYTEST
+    )
     return root
 
 

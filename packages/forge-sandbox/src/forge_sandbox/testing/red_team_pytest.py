@@ -28,10 +28,10 @@ import shutil
 import textwrap
 from pathlib import Path
 
-# pytest's own modules and what pytest 8-9 imports at start (pygments only to colour output),
+# pytest's own modules and what pytest 8-9 imports at start (pytest 9 imports pygments),
 # and their distributions (pytest reads their versions)
-VENDORED = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging")
-DISTRIBUTIONS = ("pytest", "pluggy", "iniconfig", "packaging")
+VENDORED = ("pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments")
+DISTRIBUTIONS = ("pytest", "pluggy", "iniconfig", "packaging", "pygments")
 PLUGIN = textwrap.dedent(
     """\
     import pytest
@@ -222,14 +222,20 @@ def _write_task(folder: Path, solve: str, vendor: Path, image: str | None) -> No
 
 
 def write_pytest_attack_tasks(
-    out: Path, vendor: Path, *, names: list[str] | None = None, image: str | None = None
+    out: Path,
+    vendor: Path,
+    *,
+    names: list[str] | None = None,
+    image: str | None = None,
+    prefix: str = "",
 ) -> list[Path]:
     """One task folder per attack (its solve.sh the attack), plus the real fix (`real-fix`)
-    and the real fix with harmless config edits (`real-fix-with-config`)."""
+    and the real fix with harmless config edits (`real-fix-with-config`), each folder's name
+    after `prefix`."""
     chosen = {name: ATTACKS[name] for name in (names or ATTACKS)}
     folders = []
     for name, solve in {**chosen, REAL_FIX: FIX, FIX_WITH_CONFIG: _FIX_WITH_CONFIG}.items():
-        folder = out / name
+        folder = out / f"{prefix}{name}"
         _write_task(folder, solve, vendor, image)
         folders.append(folder)
     return folders
