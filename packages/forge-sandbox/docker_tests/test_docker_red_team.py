@@ -42,6 +42,7 @@ PYTEST_CLASSES = [  # one of each place a plugin is loaded from
     "setup-cfg-addopts",
     "dist-info-entry-point",
     "runner-patched-in-the-venv",
+    "pytest-shadowed",
 ]
 FIXES = {
     REAL_FIX,

@@ -169,7 +169,7 @@ def test_the_change_travels_sources_and_modes_not_bytecode_git_or_tmp(
             before = await take_manifest(box, tmp_path, after_agent=False)
             assert (await box.exec(["sh", "-c", agent])).exit_code == 0
             after = await take_manifest(box, tmp_path, after_agent=True)
-            await carry_change(box, fresh, diff_manifests(before, after), before, tmp_path)
+            await carry_change(box, fresh, diff_manifests(before, after), before, tmp_path, after)
             carried = await take_manifest(fresh, tmp_path, after_agent=False)
             head = (await fresh.exec(["cat", ".git/HEAD"])).stdout
             leftovers = (await fresh.exec(["sh", "-c", "ls -A /tmp pkg"])).stdout
@@ -227,7 +227,7 @@ def test_a_change_without_deletions_reaches_the_fresh_sandbox_in_one_call(
                     return _real(*args, **kwargs)
 
                 monkeypatch.setattr(fresh, name, spy)
-            await carry_change(box, fresh, diff_manifests(before, after), before, tmp_path)
+            await carry_change(box, fresh, diff_manifests(before, after), before, tmp_path, after)
             monkeypatch.undo()
             return (await take_manifest(fresh, tmp_path, after_agent=False)).entries
 

@@ -77,7 +77,8 @@ _paths = st.sampled_from(
 @given(st.lists(_paths, unique=True), st.lists(_paths, unique=True))
 def test_no_harness_path_is_carried_and_every_other_path_is(copy, delete) -> None:
     change = Change(copy=tuple(sorted(copy)), delete=tuple(sorted(delete)))
-    carried, kept = split_harness(change, _manifest({p: "f" for p in delete}))
+    tree = _manifest({p: "f" for p in delete})
+    carried, kept = split_harness(change, tree, tree)
     assert not any(is_harness_path(p) for p in carried.copy + carried.delete)
     assert not any(is_shared_config(p) for p in carried.delete)
     # a shared config file whose type changed (deleted, then copied) stays the task's whole
@@ -91,9 +92,22 @@ def test_a_deleted_folder_holding_harness_files_keeps_them() -> None:
     before = _manifest({"tests": "d", "tests/conftest.py": "f", "tests/test_a.py": "f",
                         "tests/data": "d", "tests/data/x.txt": "f", "tests/tox.ini": "f",
                         "old": "d", "old/a.py": "f"})  # fmt: skip
-    carried, kept = split_harness(Change(copy=(), delete=("old", "tests")), before)
+    carried, kept = split_harness(Change(copy=(), delete=("old", "tests")), before, before)
     assert carried.delete == ("old", "tests/data/x.txt", "tests/test_a.py")
     assert kept == ("tests/conftest.py", "tests/tox.ini")
+
+
+def test_a_new_module_named_as_the_runners_or_the_stdlibs_outside_a_package_is_kept() -> None:
+    before = _manifest({"calc": "d", "calc/__init__.py": "f", "json.py": "f", "tests": "d"})
+    new = ["pytest", "pytest/__main__.py", "argparse.py", "tests/re.py", "json.py",
+           "calc/types.py", "calc/util.py", "nspkg", "nspkg/io.py", "nspkg/__init__.py",
+           "test_calc2.py", "tests/test_io.py", "README"]  # fmt: skip
+    after = _manifest({**{p: "f" for p in new}, "pytest": "d", "nspkg": "d", "calc": "d",
+                       "calc/__init__.py": "f", "tests": "d"})  # fmt: skip
+    carried, kept = split_harness(Change(copy=tuple(sorted(new)), delete=()), before, after)
+    # json.py existed (changed, not new); calc/ and nspkg/ are packages in the agent's tree
+    assert kept == ("argparse.py", "pytest", "pytest/__main__.py", "tests/re.py")
+    assert set(carried.copy) == set(new) - set(kept)
 
 
 # -- shared config files: what pytest reads from them ------------------------------------------

@@ -273,7 +273,7 @@ class _Transfer:
         self.calls.append(("diff_manifests", (before, after)))
         return self.change
 
-    async def carry_change(self, agent_box, fresh, change, before, scratch):
+    async def carry_change(self, agent_box, fresh, change, before, scratch, after):
         self.calls.append(("carry_change", (agent_box, fresh, change, before.workdir, scratch)))
         if self.carry_error is not None:
             raise self.carry_error

@@ -308,7 +308,9 @@ async def _carry(
         after = await take_manifest(agent_box, scratch, after_agent=True)
         state.change = diff_manifests(before, after)
         try:  # the change less the test harness's files (`kept`: the task's stay)
-            state.change = await carry_change(agent_box, fresh, state.change, before, scratch)
+            state.change = await carry_change(
+                agent_box, fresh, state.change, before, scratch, after
+            )
         finally:
             await asyncio.to_thread(
                 _write_change_audit, state.change, scratch / "change.tar", trial_dir

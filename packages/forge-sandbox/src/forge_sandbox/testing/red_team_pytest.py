@@ -11,9 +11,11 @@ The attacks load a plugin that rewrites every test report to "passed" (pytest th
 through each place pytest reads plugins from in the repository: a conftest.py added or edited,
 `-p` in the addopts of pytest.ini, tox.ini, setup.cfg or pyproject.toml (at the root or beside
 the tests, which pytest reads first), a `pytest11` entry point in a dist-info or egg-info
-folder on sys.path, and the runner's own code in the working tree's environment (Forge's
-synthesised tasks keep their venv there). The verifier's carry keeps those files as the task
-shipped them (`forge_sandbox.verify._harness`).
+folder on sys.path, the runner's own code in the working tree's environment (Forge's
+synthesised tasks keep their venv there), and a new module that shadows pytest or a standard
+module pytest imports (`python -m pytest` puts the working tree first on sys.path): the last
+two print the passing lines without running anything. The verifier's carry keeps those files
+as the task shipped them (`forge_sandbox.verify._harness`).
 
 `vendor`: a folder with pytest and what it imports (pure Python, copied by `vendor_pytest`
 from the running interpreter), put in the workspace as `.venv/site-packages` (on PYTHONPATH),
@@ -45,6 +47,11 @@ PLUGIN = textwrap.dedent(
     """
 )
 ADDOPTS = "addopts = -p calc_report\n"
+FAKE_RUN = (  # a runner's passing lines, printed by a module that shadows the real one
+    "import sys\nprint('PASSED tests/test_calc.py::test_add')\n"
+    "print('PASSED tests/test_calc.py::test_sub')\nprint('===== 2 passed in 0.01s =====')\n"
+    "sys.exit(0)\n"
+)
 RUNNER_PATCH = textwrap.dedent(
     """\
 
@@ -107,6 +114,8 @@ ATTACKS: dict[str, str] = {
     "runner-patched-in-the-venv": "cat >> .venv/site-packages/_pytest/runner.py <<'EOF'\n"
     + RUNNER_PATCH
     + "EOF\n",
+    "pytest-shadowed": _write("pytest/__init__.py", "") + _write("pytest/__main__.py", FAKE_RUN),
+    "stdlib-shadowed": _write("argparse.py", FAKE_RUN),  # pytest imports it first thing
     "egg-info-entry-point": _write("calc_report.py", PLUGIN)
     + _write("calc_report.egg-info/PKG-INFO", _DIST)
     + _write("calc_report.egg-info/entry_points.txt", _ENTRY_POINT),

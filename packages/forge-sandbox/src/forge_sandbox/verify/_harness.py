@@ -14,6 +14,11 @@ a deleted or changed one stays the task's), and change-audit.json lists them und
                         (a virtual environment in the working tree: the runner's own code)
     by content          setup.cfg, tox.ini, pyproject.toml: a change is carried only when
                         pytest's part of the file is unchanged (`pytest_part`); never a deletion
+    by shadowing        a new module or package named as the runner's (pytest, _pytest, pluggy,
+                        ...) or the standard library's, in a folder that is not a package: the
+                        working tree's root comes first on sys.path under `python -m pytest`
+                        (a script's folder under `python tests/runtests.py`), so a new
+                        `pytest/__main__.py` there would be the runner
 
 The code under test can still reach the runner from inside its process (patching `_pytest`
 from an imported module); that is flagged by the change audit (`change_test_framework`), and
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import io
 import posixpath
+import sys
 import tarfile
 import tomllib
 from dataclasses import replace
@@ -50,6 +56,11 @@ HARNESS_NAMES = frozenset(
 HARNESS_FOLDERS = frozenset({"site-packages", "dist-packages"})
 HARNESS_SUFFIXES = (".dist-info", ".egg-info")
 SHARED_CONFIG = frozenset({"setup.cfg", "tox.ini", "pyproject.toml"})
+RUNNER_MODULES = frozenset(
+    {"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments", "exceptiongroup",
+     "tomli", "nose", "nose2", "xdist", "coverage", "pytest_cov"}
+)  # fmt: skip
+SHADOWED = RUNNER_MODULES | frozenset(sys.stdlib_module_names)
 CONFIG_MAX_BYTES = 1 << 20  # a larger shared config file is kept as the task's
 
 
@@ -82,15 +93,35 @@ def pytest_part(name: str, data: bytes) -> Any:
     return "".join(lines[first:])
 
 
+def _module(name: str) -> str:
+    """The module a file or folder name would be imported as ('' for none)."""
+    return name.removesuffix(".py") if name.endswith(".py") or "." not in name else ""
+
+
+def shadowing(change: Change, before: Manifest, after: Manifest) -> set[str]:
+    """New paths of `change` that would shadow the runner or the standard library (see the
+    module's docstring), and every path under them."""
+    tops = set()
+    for path in change.copy:
+        parent, name = posixpath.split(path)
+        if path in before.entries or _module(name) not in SHADOWED:
+            continue
+        if not parent or posixpath.join(parent, "__init__.py") not in after.entries:
+            tops.add(path)
+    return {p for p in change.copy if p in tops or any(p.startswith(t + "/") for t in tops)}
+
+
 def _harness_related(path: str) -> bool:
     return is_harness_path(path) or is_shared_config(path)
 
 
-def split_harness(change: Change, before: Manifest) -> tuple[Change, tuple[str, ...]]:
-    """The change without the harness's files (by path) and without deletions of shared
-    config files; and the paths left out. A deleted folder that held such files becomes the
-    deletion of everything else in it (they stay)."""
-    kept = [p for p in change.copy if is_harness_path(p)]
+def split_harness(
+    change: Change, before: Manifest, after: Manifest
+) -> tuple[Change, tuple[str, ...]]:
+    """The change without the harness's files (by path), without new modules that shadow the
+    runner's, and without deletions of shared config files; and the paths left out. A deleted
+    folder that held such files becomes the deletion of everything else in it (they stay)."""
+    kept = [p for p in change.copy if is_harness_path(p)] + sorted(shadowing(change, before, after))
     delete: list[str] = []
     for path in change.delete:
         if _harness_related(path):

@@ -8,7 +8,7 @@ over, only its change to the working directory, found by comparing two manifests
     ...the agent...
     after = await take_manifest(agent_box)    # after every process it left was killed
     change = diff_manifests(before, after)    # paths to copy (new or changed), paths to delete
-    carried = await carry_change(agent_box, fresh_box, change, before, scratch)
+    carried = await carry_change(agent_box, fresh_box, change, before, scratch, after)
 
 A manifest lists every file, folder and symlink below the working directory with its mode and
 its sha256 (files) or target (links); `.git`, bytecode (`__pycache__`, `*.pyc`) and tool caches
@@ -331,15 +331,20 @@ async def _pack_change(source: Sandbox, change: Change, scratch: Path) -> None:
 
 
 async def carry_change(
-    source: Sandbox, target: Sandbox, change: Change, before: Manifest, scratch: Path
+    source: Sandbox,
+    target: Sandbox,
+    change: Change,
+    before: Manifest,
+    scratch: Path,
+    after: Manifest,
 ) -> Change:
-    """Copy `change` from `source` (the agent's sandbox) into `target` (the fresh one) at
-    `before.workdir`, less the test harness's files (`_harness.py`), and return what was
-    carried (with `kept`: the paths left out): delete first (short, plain path lists on the
-    command line), then unpack the checked archive with its modes (`extract`: one round trip,
-    nothing staged in `target`)."""
+    """Copy `change` (from `before` to `after`) from `source` (the agent's sandbox) into
+    `target` (the fresh one) at `before.workdir`, less the test harness's files
+    (`_harness.py`), and return what was carried (with `kept`: the paths left out): delete
+    first (short, plain path lists on the command line), then unpack the checked archive with
+    its modes (`extract`: one round trip, nothing staged in `target`)."""
     workdir = before.workdir
-    change, kept = split_harness(change, before)
+    change, kept = split_harness(change, before, after)
     try:
         if change.copy:
             candidates = scratch / "after" / CANDIDATES_TAR
