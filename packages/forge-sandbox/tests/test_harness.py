@@ -22,6 +22,7 @@ from forge_sandbox.testing.red_team_pytest import (
     FIX_WITH_CONFIG,
     FIX_WITH_CONFIG_CARRIED,
     FIX_WITH_CONFIG_KEPT,
+    FORGED_IN_PROCESS,
     REAL_FIX,
     vendor_pytest,
     write_pytest_attack_tasks,
@@ -179,7 +180,8 @@ def test_pytest_part_of_pyproject_is_the_tool_pytest_table() -> None:
 def job(tmp_path_factory: pytest.TempPathFactory, isolation: None) -> dict:
     root = tmp_path_factory.mktemp("red-team-pytest")
     vendor = vendor_pytest(root / "vendor")
-    tasks = [load_task(t) for t in write_pytest_attack_tasks(root / "tasks", vendor)]
+    names = [*ATTACKS, FORGED_IN_PROCESS]
+    tasks = [load_task(t) for t in write_pytest_attack_tasks(root / "tasks", vendor, names=names)]
     summary = asyncio.run(
         run_job(tasks, root / "job", "oracle", concurrency=2, verifier_timeout_s=60)
     )
@@ -205,3 +207,11 @@ def test_every_plugin_attack_scores_exactly_0_and_is_kept_and_flagged(job: dict,
     assert job["rewards"][attack] == 0.0, job["errors"].get(attack)
     audit = job["audits"][attack]
     assert audit["kept"] and audit["flags"].get("change_test_config") == 1
+
+
+def test_code_that_forges_the_output_from_inside_pytest_is_flagged(job: dict) -> None:
+    """The limit of a shared process: what it scores is not asserted here (it can print the
+    passing lines itself); that the change audit raises it is."""
+    audit = job["audits"][FORGED_IN_PROCESS]
+    assert audit["copied"] == ["calc/__init__.py"] and audit["kept"] == []
+    assert audit["flags"].get("change_test_framework") == 1
