@@ -111,6 +111,18 @@ def test_a_new_module_named_as_the_runners_or_the_stdlibs_outside_a_package_is_k
     assert set(carried.copy) == set(new) - set(kept)
 
 
+@pytest.mark.parametrize("name", ["distutils/__init__.py", "asyncore.py", "parser.py", "imp.py"])
+def test_a_module_of_an_older_pythons_stdlib_is_kept_whatever_python_runs_forge(name) -> None:
+    # a task image may run Python 3.6 while Forge runs 3.13: distutils, asyncore, imp are gone
+    # from 3.12's standard library and parser from 3.10's, yet they shadow it in the image
+    top = name.split("/")[0]
+    after = _manifest({name: "f", top: "d"} if "/" in name else {name: "f"})
+    copy = tuple(sorted({name, top}))
+    carried, kept = split_harness(Change(copy=copy, delete=()), _manifest({}), after)
+    assert kept == copy
+    assert carried.copy == ()
+
+
 # -- shared config files: what pytest reads from them ------------------------------------------
 
 SETUP = b"[metadata]\nname = calc\n\n[tool:pytest]\nxfail_strict = true\n"

@@ -15,7 +15,8 @@ a deleted or changed one stays the task's), and change-audit.json lists them und
     by content          setup.cfg, tox.ini, pyproject.toml: a change is carried only when
                         pytest's part of the file is unchanged (`pytest_part`); never a deletion
     by shadowing        a new module or package named as the runner's (pytest, _pytest, pluggy,
-                        ...) or the standard library's, in a folder that is not a package: the
+                        ...) or the standard library's (any Python 3's: a module removed since
+                        3.5 counts), in a folder that is not a package: the
                         working tree's root comes first on sys.path under `python -m pytest`
                         (a script's folder under `python tests/runtests.py`), so a new
                         `pytest/__main__.py` there would be the runner
@@ -60,7 +61,15 @@ RUNNER_MODULES = frozenset(
     {"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments", "exceptiongroup",
      "tomli", "nose", "nose2", "xdist", "coverage", "pytest_cov"}
 )  # fmt: skip
-SHADOWED = RUNNER_MODULES | frozenset(sys.stdlib_module_names)
+# The standard library of the task's Python, not the host's: an image may run any Python 3
+# (SWE-bench's oldest run 3.5), so the modules removed since then count as well.
+REMOVED_STDLIB = frozenset(
+    {"macpath", "_dummy_thread", "dummy_threading", "formatter", "parser", "symbol", "binhex",
+     "asynchat", "asyncore", "distutils", "imp", "smtpd", "aifc", "audioop", "cgi", "cgitb",
+     "chunk", "crypt", "imghdr", "lib2to3", "mailcap", "msilib", "nis", "nntplib",
+     "ossaudiodev", "pipes", "sndhdr", "spwd", "sunau", "telnetlib", "uu", "xdrlib"}
+)  # fmt: skip
+SHADOWED = RUNNER_MODULES | REMOVED_STDLIB | frozenset(sys.stdlib_module_names)
 CONFIG_MAX_BYTES = 1 << 20  # a larger shared config file is kept as the task's
 
 
