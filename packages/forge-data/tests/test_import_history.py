@@ -5,14 +5,21 @@ instance branch's parent), then test.sh's reset from the saved copies, as the ve
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 import forge_data as fd
-from forge_data.importers._layout import PRISTINE, pristine_paths, restore_sh
+from forge_data.importers._layout import (
+    PRISTINE,
+    pristine_paths,
+    restore_sh,
+    side_pathspecs,
+)
 
 GIT = "/usr/bin/git"
 BASE_TEST = "old = 1\n"
@@ -276,8 +283,14 @@ def test_test_sh_without_saved_copies_gives_no_reward_not_a_zero(tmp_path: Path)
     setup = _verifier_setup("swebench", row, tmp_path / "never-built", repo)
     run = _sh(repo, _env(tmp_path), setup, "/bin/bash")
     assert run.returncode == 2
-    assert "expected the test files as of the task in" in run.stderr
+    assert "expected the test side as of the task in" in run.stderr
     assert "fix: build the image from this task's environment/Dockerfile" in run.stderr
+    # an image built before the test side was saved: rebuilt, not run without the reset
+    pristine = tmp_path / "older"
+    assert _sh(repo, _env(tmp_path), _cut_step("swebench", row, pristine)).returncode == 0
+    (pristine / "side.list").unlink()
+    run = _sh(repo, _env(tmp_path), _verifier_setup("swebench", row, pristine, repo), "/bin/bash")
+    assert run.returncode == 2 and "expected the test side as of the task in" in run.stderr
 
 
 def test_every_kind_of_dockerfile_cuts_the_history_last() -> None:
@@ -288,3 +301,200 @@ def test_every_kind_of_dockerfile_cuts_the_history_last() -> None:
         steps = [line.split()[0] for line in text.replace("\\\n", "").splitlines()]
         assert steps[:2] == ["FROM", "WORKDIR"] and steps[-2:] == ["#", "RUN"], text
         assert text.count("RUN set -eu; \\\n") == 1 and "git gc -q --prune=now" in text
+
+
+# -- the test side stays the task's: a Django-shaped image, its runner and its test packages ----
+
+RUNNER = """\
+import importlib
+import unittest
+
+
+def run(labels):
+    failed = 0
+    for label in labels:
+        module = importlib.import_module(label)
+        for cname in sorted(vars(module)):
+            cls = getattr(module, cname)
+            if isinstance(cls, type) and issubclass(cls, unittest.TestCase):
+                for name in sorted(n for n in dir(cls) if n.startswith("test")):
+                    result = unittest.TestResult()
+                    cls(name).run(result)
+                    ok = result.wasSuccessful() and result.testsRun == 1
+                    failed += not ok
+                    print(f"{name} ({label}.{cname}) ... {'ok' if ok else 'FAIL'}")
+    return 1 if failed else 0
+"""
+RUNTESTS = """\
+#!/usr/bin/env python3
+import os
+import sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.dirname(here), here]
+from django.test.runner import run
+
+sys.exit(run([a for a in sys.argv[1:] if "." in a and not a.startswith("-")]))
+"""
+DJANGO_TESTS = "import unittest\n\nfrom django.db.x import value\n\n\nclass T(unittest.TestCase):\n"
+DJANGO_TESTS += "    def test_y(self):\n        self.assertEqual(1, 1)\n"
+FORGED = "print('test_x (app.tests.T) ... ok')\nprint('test_y (app.tests.T) ... ok')\n"
+
+
+def _diff(path: str, old: str, new: str) -> str:
+    minus = "".join(f"-{line}\n" for line in old.splitlines())
+    plus = "".join(f"+{line}\n" for line in new.splitlines())
+    head = f"@@ -1,{len(old.splitlines())} +1,{len(new.splitlines())} @@\n"
+    return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n{head}{minus}{plus}"
+
+
+DJANGO_ROW = {
+    "repo": "django/django",
+    "instance_id": "django__django-99999",
+    "patch": _diff("django/db/x.py", "def value():\n    return 1\n", "def value():\n    return 2\n")
+    + _diff("django/test/utils.py", "HELPER = 1\n", "HELPER = 2\n"),  # gold touches the test side
+    "test_patch": _diff(
+        "tests/app/tests.py",
+        DJANGO_TESTS,
+        DJANGO_TESTS + "\n    def test_x(self):\n        self.assertEqual(value(), 2)\n",
+    ),
+    "FAIL_TO_PASS": ["test_x (app.tests.T)"],
+    "PASS_TO_PASS": ["test_y (app.tests.T)"],
+}
+ATTACKS_ON_THE_TEST_SIDE = {  # each printed the passing lines (reward 1) before test.sh's reset
+    "the runner script": {"tests/runtests.py": f"#!/usr/bin/env python3\n{FORGED}"},
+    "the project's runner module": {
+        "django/test/runner.py": f"def run(labels):\n    exec({FORGED!r})\n    return 0\n"
+    },
+    "a test package's __init__": {
+        "tests/app/__init__.py": "import unittest\n\n\ndef _run(self, result=None):\n"
+        "    result.startTest(self)\n    result.stopTest(self)\n\n\nunittest.TestCase.run = _run\n"
+    },
+    "the runner as a link, the settings as a folder": {
+        "tests/runtests.py": "-> forged.py",
+        "tests/test_sqlite.py/x": "a folder in a module's place\n",
+    },
+    "the runner's folder as a link": {"django/test": "-> ../forged_test"},
+}
+
+
+def _django_image(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """/testbed as a Django image leaves it (an install step edited the settings module after
+    checkout), cut by the Dockerfile's step; returns the repository, its saved copies, env."""
+    env, repo, pristine = _env(tmp_path), tmp_path / "testbed", tmp_path / "pristine"
+    _git(tmp_path, env, "init", "-q", "-b", "main", str(repo))
+    files = {"django/__init__.py": "", "django/db/__init__.py": "", "django/test/__init__.py": "",
+             "django/db/x.py": "def value():\n    return 1\n", "django/test/runner.py": RUNNER,
+             "django/test/utils.py": "HELPER = 1\n", "tests/runtests.py": RUNTESTS,
+             "tests/test_sqlite.py": "SETTINGS = 'committed'\n", "tests/app/__init__.py": "",
+             "tests/app/tests.py": DJANGO_TESTS}  # fmt: skip
+    _write(repo, files)
+    (repo / "tests/runtests.py").chmod(0o755)
+    base = _commit(repo, env, "base", {})
+    _write(repo, {"tests/test_sqlite.py": "SETTINGS = 'installed'\n"})
+    row = dict(DJANGO_ROW, base_commit=base)
+    run = _sh(repo, env, _cut_step("swebench", row, pristine))
+    assert run.returncode == 0, run.stderr
+    return repo, pristine, env
+
+
+def _test_sh_run(kind: str, row: dict, repo: Path, pristine: Path, env: dict, reset: bool) -> str:
+    """The whole test.sh against the scratch tree (conda left out); the reward it wrote. With
+    `reset=False` the test side's reset is cut out: what a change scored before it."""
+    files = fd.task_files(kind, row)  # type: ignore[arg-type]
+    script = files["tests/test.sh"][0]
+    if not reset:
+        head, _, rest = script.partition('"${CONDA_PYTHON_EXE:-python3}" - ')
+        script = head + rest.partition("\nFORGE_RESTORE_END\n")[2]
+    logs, tests = repo.parent / "logs", repo.parent / "task-tests"
+    tests.mkdir(exist_ok=True)
+    for name in ("grade.py", "config.json"):
+        (tests / name).write_text(files[f"tests/{name}"][0])
+    script = script.replace("/logs/verifier", str(logs))
+    for name in ("grade.py", "config.json"):
+        script = script.replace(f"/tests/{name}", str(tests / name))
+    script = script.replace("/testbed", str(repo)).replace(PRISTINE, shlex.quote(str(pristine)))
+    script = "\n".join(line for line in script.splitlines() if "conda" not in line)
+    run = _sh(repo, env, script, "/bin/bash")
+    reward = logs / "reward.txt"
+    assert reward.exists(), run.stdout + run.stderr
+    return reward.read_text().strip()
+
+
+def _change(repo: Path, files: dict[str, str]) -> None:
+    """The agent's change as the carry leaves it in the fresh tree ('-> target': a link)."""
+    for rel, text in files.items():
+        path = repo / rel
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.parent.is_file():
+            path.parent.unlink()
+        elif path.is_file() or path.is_symlink():
+            path.unlink()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if text.startswith("-> "):
+            path.symlink_to(text[3:])
+        else:
+            path.write_text(text)
+            path.chmod(0o755 if text.startswith("#!") else 0o644)
+    forged = repo / "forged_test"  # where the folder link points: a forged runner module
+    forged.mkdir(exist_ok=True)
+    (forged / "__init__.py").write_text("")
+    (forged / "runner.py").write_text(f"def run(labels):\n    exec({FORGED!r})\n    return 0\n")
+    (repo / "tests" / "forged.py").write_text(f"#!/usr/bin/env python3\n{FORGED}")
+    (repo / "tests" / "forged.py").chmod(0o755)
+
+
+def _fresh(image: tuple[Path, Path, dict[str, str]], where: Path) -> tuple[Path, Path]:
+    repo, pristine = image[0], image[1]
+    shutil.copytree(repo, where / "testbed", symlinks=True)
+    shutil.copytree(pristine, where / "pristine", symlinks=True)
+    return where / "testbed", where / "pristine"
+
+
+@pytest.fixture(scope="module")
+def django_image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, str]]:
+    return _django_image(tmp_path_factory.mktemp("django-image"))
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS_ON_THE_TEST_SIDE))
+def test_a_change_to_the_test_side_scored_1_before_and_0_now(
+    django_image, tmp_path: Path, attack: str
+) -> None:
+    env = django_image[2]
+    row = dict(DJANGO_ROW, base_commit="0" * 40)
+    for reset, expected in ((False, "1"), (True, "0")):
+        where = tmp_path / str(reset)
+        where.mkdir()
+        repo, pristine = _fresh(django_image, where)
+        _change(repo, ATTACKS_ON_THE_TEST_SIDE[attack])
+        assert _test_sh_run("swebench", row, repo, pristine, env, reset) == expected, reset
+    # the task's test side is back: as the image had it (the install step's edit included)
+    assert (repo / "tests/runtests.py").read_text() == RUNTESTS
+    assert os.access(repo / "tests/runtests.py", os.X_OK)
+    assert (repo / "tests/test_sqlite.py").read_text() == "SETTINGS = 'installed'\n"
+    assert (repo / "django/test/runner.py").read_text() == RUNNER
+    assert not (repo / "django/test").is_symlink()
+    assert (repo / "tests/app/__init__.py").read_text() == ""
+
+
+def test_the_gold_fix_scores_1_with_its_own_test_side_paths_kept(django_image, tmp_path) -> None:
+    repo, pristine = _fresh(django_image, tmp_path)
+    env, row = django_image[2], dict(DJANGO_ROW, base_commit="0" * 40)
+    assert _test_sh_run("swebench", row, repo, pristine, env, True) == "0"  # NOP
+    run = _sh(repo, env, fd.task_files("swebench", row)["solution/solve.sh"][0].replace(
+        "/testbed", str(repo)), "/bin/bash")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert _test_sh_run("swebench", row, repo, pristine, env, True) == "1"
+    assert (repo / "django/test/utils.py").read_text() == "HELPER = 2\n"  # the gold's: not reset
+
+
+def test_the_test_side_names_the_runner_and_leaves_out_the_gold_patchs_paths() -> None:
+    specs = side_pathspecs("swebench", DJANGO_ROW)
+    assert ":(glob)**/tests/**" in specs and ":(glob)**/test/**" in specs
+    assert specs[-2:] == [
+        ":(exclude,literal)django/db/x.py",
+        ":(exclude,literal)django/test/utils.py",
+    ]
+    sympy = side_pathspecs("swebench", {"repo": "sympy/sympy", "patch": ""})
+    assert ":(literal)bin/test" in sympy and not any("exclude" in s for s in sympy)

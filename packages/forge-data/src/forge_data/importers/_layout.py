@@ -34,6 +34,12 @@ The agent never sees the repository's history: the fix of a SWE-bench row sits i
 holds the clean code. The Dockerfile's last step (`cut_history_sh`) keeps the test files as of
 the task in `/opt/forge/pristine`, then replaces the history by one root commit of the checked-out
 tree and prunes every other object; test.sh restores the test files from there, not from git.
+
+The test side stays the task's: the build also saves every tracked file of the test side as the
+image has it (`TEST_SIDE`, `RUNNER_FILES`, less the gold patch's paths) in PRISTINE/side, and
+test.sh puts each back first (`RESTORE_PY`). A changed runner (Django's `tests/runtests.py`,
+`django/test/runner.py`), settings module or test package `__init__` otherwise prints the
+passing lines. An image built before this has no `side.list`: test.sh exits 2 (rebuild it).
 """
 
 from __future__ import annotations
@@ -126,6 +132,78 @@ for name in failed:
 with open(sys.argv[3], "w") as reward:
     reward.write("0\\n" if failed else "1\\n")
 '''
+
+# The test side of a repository: what SWE-bench's collection puts in a PR's test patch, never in
+# its fix (a path naming test, tests, testing or e2e), as folders and file names; and a project's
+# runner where it lives apart (SymPy's bin/test and its older runner module). test.sh puts it back
+# as the image had it, but for the gold patch's own paths: a changed runner, settings module or
+# test package's __init__ otherwise prints the passing lines (Django's tests/runtests.py,
+# django/test/runner.py).
+TEST_SIDE = ("**/test/**", "**/tests/**", "**/testing/**", "**/e2e/**", "**/test_*.py",
+             "**/*_test.py", "**/tests.py", "**/conftest.py")  # fmt: skip
+RUNNER_FILES = {"sympy/sympy": ("bin/test", "sympy/utilities/runtests.py",
+                                "sympy/utilities/pytest.py")}  # fmt: skip
+RESTORE_END = "FORGE_RESTORE_END"
+RESTORE_PY = """\
+# forge-data import: the test side back as the image had it (Python 3.6+; argv: pristine, tree)
+import os, shutil, sys
+pristine, tree = sys.argv[1], sys.argv[2]
+listed = os.path.join(pristine, "side.list")
+if not os.path.isfile(listed):
+    sys.exit("forge-data import: expected the test side as of the task in %s (saved by the "
+             "image build); found none; fix: build the image from this task's "
+             "environment/Dockerfile: no reward (an infrastructure error, not a score)" % listed)
+
+
+def remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def same(saved, path):
+    if os.path.islink(saved) or os.path.islink(path) or not os.path.isfile(path):
+        return os.path.islink(saved) and os.path.islink(path) and \\
+            os.readlink(saved) == os.readlink(path)
+    a, b = os.stat(saved), os.stat(path)
+    if a.st_size != b.st_size or (a.st_mode & 0o111) != (b.st_mode & 0o111):  # a+rX'd
+        return False
+    with open(saved, "rb") as x, open(path, "rb") as y:
+        return x.read() == y.read()
+
+
+names = [n for n in open(listed, "rb").read().split(b"\\0") if n]
+put = 0
+for name in names:
+    rel = os.fsdecode(name)
+    parts = rel.split("/")
+    if rel.startswith("/") or ".." in parts:
+        continue
+    saved, path = os.path.join(pristine, "side", rel), os.path.join(tree, rel)
+    if os.path.isdir(saved) and not os.path.islink(saved):
+        continue  # a submodule: not a file of the tree
+    parent = tree
+    for part in parts[:-1]:  # each parent a real folder, never a link put in its place
+        parent = os.path.join(parent, part)
+        if os.path.islink(parent) or (os.path.lexists(parent) and not os.path.isdir(parent)):
+            os.unlink(parent)
+        if not os.path.lexists(parent):
+            os.mkdir(parent)
+    if not os.path.lexists(saved):  # tracked, yet not in the image: absent it stays
+        if os.path.lexists(path):
+            remove(path)
+            put += 1
+    elif not same(saved, path):
+        remove(path)
+        if os.path.islink(saved):
+            os.symlink(os.readlink(saved), path)
+        else:
+            shutil.copy2(saved, path)
+        put += 1
+print("forge-data import: %d of %d test-side files put back as the task had them"
+      % (put, len(names)), file=sys.stderr)
+"""
 
 
 def _toml_str(value: str) -> str:
@@ -220,6 +298,10 @@ def test_sh(kind: Kind, row: dict[str, Any], tests: list[str]) -> str:
         "import: no testbed conda env in the image: no reward (an infrastructure error, not a "
         "score)' >&2; exit 2; }"
     )
+    lines.append(  # the interpreter that grades (CONDA_PYTHON_EXE: the base env's)
+        f'"${{CONDA_PYTHON_EXE:-python3}}" - {shlex.quote(PRISTINE)} /testbed '
+        f"<<'{RESTORE_END}' || exit 2\n{RESTORE_PY}{RESTORE_END}"
+    )
     lines += restore_sh(pristine_paths(kind, row, tests)).splitlines()
     test_patch = str(row.get("test_patch") or "")
     if kind != "swesmith" and test_patch:  # the adapters' get_test_commands: then apply it
@@ -260,6 +342,17 @@ def pristine_paths(kind: Kind, row: dict[str, Any], tests: list[str]) -> list[st
     if kind != "swesmith" and test_patch:
         return patch_paths(test_patch)[1]
     return test_files(tests) or _test_patch_files(row)
+
+
+def side_pathspecs(kind: Kind, row: dict[str, Any]) -> list[str]:
+    """git pathspecs of the test side that test.sh puts back (TEST_SIDE, the project's runner
+    files), less every path the gold patch touches (SWE-smith: its bug patch): the oracle's
+    changes are the task's answer, whatever their names."""
+    repo = str(row.get("repo") or "").lower()
+    gold = patch_paths(str(row.get("patch") or ""))[1]
+    return ([f":(glob){glob}" for glob in TEST_SIDE]
+            + [f":(literal){path}" for path in RUNNER_FILES.get(repo, ())]
+            + [f":(exclude,literal){path}" for path in gold])  # fmt: skip
 
 
 def _fail(expected: str, found: str, fix: str) -> str:
@@ -303,7 +396,7 @@ def cut_history_sh(kind: Kind, row: dict[str, Any], tests: list[str]) -> str:
     commit id), no other ref, reflog, remote, leftover state file or object. The working tree
     and the index stay as they are (the root commit's tree is HEAD's: `git status` is unchanged).
     """
-    paths = pristine_paths(kind, row, tests)
+    paths, side = pristine_paths(kind, row, tests), side_pathspecs(kind, row)
     save = (  # through a scratch index: the repository's own index is never touched
         f'for path in {_quoted(paths)}; do if git cat-file -e "$source:$path" 2>/dev/null; '
         'then GIT_INDEX_FILE="$pristine/index" git --work-tree="$pristine/tree" checkout -q '
@@ -324,6 +417,10 @@ def cut_history_sh(kind: Kind, row: dict[str, Any], tests: list[str]) -> str:
         f"pristine={shlex.quote(PRISTINE)}",
         'rm -rf "$pristine"; mkdir -p "$pristine/tree"; : >"$pristine/absent"',
         *([save] if paths else []),
+        # the test side as the image has it (install steps' edits included), for test.sh
+        f'mkdir "$pristine/side"; git ls-files -z -- {_quoted(side)} >"$pristine/side.list"',
+        "tar --null --verbatim-files-from --no-unquote --no-recursion --ignore-failed-read "
+        '-T "$pristine/side.list" -cf - | tar -xpf - -C "$pristine/side"',
         'rm -f "$pristine/index"; chmod -R a+rX "$pristine"',
         # 2. one root commit of HEAD's tree; every ref, reflog, remote and leftover gone
         f"commit=$({_FIXED_IDENTITY} git -c commit.gpgSign=false commit-tree -m 'Start of the "
