@@ -375,6 +375,11 @@ ATTACKS_ON_THE_TEST_SIDE = {  # each printed the passing lines (reward 1) before
         "tests/test_sqlite.py/x": "a folder in a module's place\n",
     },
     "the runner's folder as a link": {"django/test": "-> ../forged_test"},
+    # the reset's own Python must not import the working tree's modules (it runs in /testbed)
+    "the reset's shutil in the working tree": {
+        "shutil.py": "import sys\n\nsys.exit(0)\n",
+        "tests/runtests.py": f"#!/usr/bin/env python3\n{FORGED}",
+    },
 }
 
 
@@ -404,7 +409,7 @@ def _test_sh_run(kind: str, row: dict, repo: Path, pristine: Path, env: dict, re
     files = fd.task_files(kind, row)  # type: ignore[arg-type]
     script = files["tests/test.sh"][0]
     if not reset:
-        head, _, rest = script.partition('"${CONDA_PYTHON_EXE:-python3}" - ')
+        head, _, rest = script.partition('"${CONDA_PYTHON_EXE:-python3}" -I - ')
         script = head + rest.partition("\nFORGE_RESTORE_END\n")[2]
     logs, tests = repo.parent / "logs", repo.parent / "task-tests"
     tests.mkdir(exist_ok=True)

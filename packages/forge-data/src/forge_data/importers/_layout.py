@@ -298,8 +298,9 @@ def test_sh(kind: Kind, row: dict[str, Any], tests: list[str]) -> str:
         "import: no testbed conda env in the image: no reward (an infrastructure error, not a "
         "score)' >&2; exit 2; }"
     )
-    lines.append(  # the interpreter that grades (CONDA_PYTHON_EXE: the base env's)
-        f'"${{CONDA_PYTHON_EXE:-python3}}" - {shlex.quote(PRISTINE)} /testbed '
+    lines.append(  # the interpreter that grades (CONDA_PYTHON_EXE: the base env's); -I: the
+        # working tree (the current folder) is not on its sys.path, a shutil.py there not imported
+        f'"${{CONDA_PYTHON_EXE:-python3}}" -I - {shlex.quote(PRISTINE)} /testbed '
         f"<<'{RESTORE_END}' || exit 2\n{RESTORE_PY}{RESTORE_END}"
     )
     lines += restore_sh(pristine_paths(kind, row, tests)).splitlines()
