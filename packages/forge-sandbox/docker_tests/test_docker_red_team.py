@@ -43,6 +43,7 @@ PYTEST_CLASSES = [  # one of each place a plugin is loaded from
     "dist-info-entry-point",
     "runner-patched-in-the-venv",
     "pytest-shadowed",
+    "test-package-init-patches-reports",  # the test side (tests/config.json holds the row)
 ]
 FIXES = {
     REAL_FIX,

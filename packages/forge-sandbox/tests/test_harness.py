@@ -24,6 +24,7 @@ from forge_sandbox.testing.red_team_pytest import (
     FIX_WITH_CONFIG_KEPT,
     FORGED_IN_PROCESS,
     REAL_FIX,
+    TEST_SIDE_ATTACKS,
     vendor_pytest,
     write_pytest_attack_tasks,
 )
@@ -34,6 +35,7 @@ from forge_sandbox.verify._harness import (
     pytest_part,
     split_harness,
 )
+from forge_sandbox.verify._testside import TestSide, task_test_side
 from forge_sandbox.verify._transfer import Change, Entry, Manifest
 
 # -- which paths are the harness's -------------------------------------------------------------
@@ -185,6 +187,87 @@ def test_pytest_part_of_pyproject_is_the_tool_pytest_table() -> None:
     assert pytest_part("a/setup.cfg", b"[x]\ny = 1\n") == ""
 
 
+# -- the test side of a SWE-bench-shaped task ---------------------------------------------------
+
+DJANGO_GOLD = (
+    "diff --git a/django/db/x.py b/django/db/x.py\n--- a/django/db/x.py\n+++ b/django/db/x.py\n"
+    "diff --git a/django/test/client.py b/django/test/client.py\n--- a/django/test/client.py\n"
+    "+++ b/django/test/client.py\n"
+    "diff --git a/docs/e2e/new.txt b/docs/e2e/new.txt\n--- /dev/null\n+++ b/docs/e2e/new.txt\n"
+)
+
+
+def _config(tmp_path: Path, row: object) -> Path:
+    (tmp_path / "tests").mkdir(exist_ok=True)
+    (tmp_path / "tests" / "config.json").write_text(json.dumps(row))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("path", "side"),
+    [
+        ("tests/runtests.py", True),
+        ("tests/test_sqlite.py", True),
+        ("tests/app/__init__.py", True),
+        ("django/test/runner.py", True),
+        ("django/test/client.py", False),  # the gold's
+        ("django/db/x.py", False),
+        ("docs/e2e", False),  # a folder holding the gold's
+        ("docs/e2e/other.txt", True),
+        ("src/pkg/tests.py", True),
+        ("pkg/test_util.py", True),
+        ("pkg/util_test.py", True),
+        ("pkg/conftest.py", True),
+        ("src/_pytest/runner.py", False),  # pytest's own code is the code under test
+        ("pkg/testing.py", False),
+        ("tests", False),  # the folder itself: what is in it is judged by name
+        ("bin/test", False),  # SymPy's runner, not Django's
+    ],
+)
+def test_the_test_side_of_a_django_row(tmp_path: Path, path: str, side: bool) -> None:
+    rule = task_test_side(_config(tmp_path, {"repo": "django/django", "patch": DJANGO_GOLD,
+                                        "FAIL_TO_PASS": ["x"]}))  # fmt: skip
+    assert rule is not None and rule(path) is side
+
+
+def test_sympys_runner_is_on_its_test_side(tmp_path: Path) -> None:
+    row = {"repo": "sympy/sympy", "patch": "--- a/sympy/a.py\n", "FAIL_TO_PASS": ["test_a"]}
+    rule = task_test_side(_config(tmp_path, row))
+    assert rule is not None
+    assert rule("bin/test") and rule("sympy/utilities/runtests.py") and not rule("sympy/a.py")
+
+
+@pytest.mark.parametrize(
+    "row",
+    [None, [], {"patch": "", "FAIL_TO_PASS": ["x"]}, {"patch": "--- a/a.py\n"},
+     {"FAIL_TO_PASS": ["x"]}, "not json"],
+)  # fmt: skip
+def test_a_task_without_its_row_has_no_test_side(tmp_path: Path, row: object) -> None:
+    if row is not None:
+        (tmp_path / "tests").mkdir()
+        text = row if isinstance(row, str) else json.dumps(row)
+        (tmp_path / "tests" / "config.json").write_text(text)
+    assert task_test_side(tmp_path) is None
+
+
+def test_the_carry_leaves_the_test_side_as_the_task_had_it() -> None:
+    side = TestSide(gold=frozenset({"django/test/client.py"}))
+    before = _manifest({"tests": "d", "tests/runtests.py": "f", "tests/app": "d",
+                        "tests/app/tests.py": "f", "django": "d", "django/test": "d",
+                        "django/test/client.py": "f", "django/test/runner.py": "f"})  # fmt: skip
+    change = Change(
+        copy=("django/test/client.py", "django/test/runner.py", "tests/app/__init__.py",
+              "tests/runtests.py"),
+        delete=("tests/app",),
+    )  # fmt: skip
+    carried, kept = split_harness(change, before, before, side)
+    assert carried.copy == ("django/test/client.py",) and carried.delete == ()
+    # the deletion of tests/app is left out whole (the folder is on the test side)
+    assert kept == ("django/test/runner.py", "tests/app", "tests/app/__init__.py",
+                    "tests/runtests.py")  # fmt: skip
+    assert split_harness(change, before, before) == (change, ())  # no row: all carried
+
+
 # -- the attacks, on the local backend ---------------------------------------------------------
 
 
@@ -192,8 +275,13 @@ def test_pytest_part_of_pyproject_is_the_tool_pytest_table() -> None:
 def job(tmp_path_factory: pytest.TempPathFactory, isolation: None) -> dict:
     root = tmp_path_factory.mktemp("red-team-pytest")
     vendor = vendor_pytest(root / "vendor")
-    names = [*ATTACKS, FORGED_IN_PROCESS]
-    tasks = [load_task(t) for t in write_pytest_attack_tasks(root / "tasks", vendor, names=names)]
+    names = [*ATTACKS, *TEST_SIDE_ATTACKS, FORGED_IN_PROCESS]
+    folders = write_pytest_attack_tasks(root / "tasks", vendor, names=names)
+    # the same test-side attack on a task without its row (tests listed in task.toml only)
+    folders += write_pytest_attack_tasks(
+        root / "tasks", vendor, names=[*TEST_SIDE_ATTACKS], prefix="norow-", row=False
+    )
+    tasks = [load_task(t) for t in folders]
     summary = asyncio.run(
         run_job(tasks, root / "job", "oracle", concurrency=2, verifier_timeout_s=60)
     )
@@ -219,6 +307,18 @@ def test_every_plugin_attack_scores_exactly_0_and_is_kept_and_flagged(job: dict,
     assert job["rewards"][attack] == 0.0, job["errors"].get(attack)
     audit = job["audits"][attack]
     assert audit["kept"] and audit["flags"].get("change_test_config") == 1
+
+
+@pytest.mark.parametrize("attack", sorted(TEST_SIDE_ATTACKS))
+def test_a_test_side_attack_scores_0_on_a_swe_bench_shaped_task(job: dict, attack) -> None:
+    assert job["rewards"][attack] == 0.0, job["errors"].get(attack)
+    audit = job["audits"][attack]
+    assert audit["kept"] == ["tests/__init__.py"] and audit["copied"] == []
+    assert audit["flags"] == {"change_test_files": 1}
+    # without the row the test side is carried: pytest itself printed the passing lines
+    assert job["rewards"][f"norow-{attack}"] == 1.0, job["errors"].get(f"norow-{attack}")
+    assert job["audits"][f"norow-{attack}"]["copied"] == ["tests/__init__.py"]
+    assert job["rewards"][f"norow-{REAL_FIX}"] == 1.0
 
 
 def test_code_that_forges_the_output_from_inside_pytest_is_flagged(job: dict) -> None:

@@ -273,7 +273,8 @@ class _Transfer:
         self.calls.append(("diff_manifests", (before, after)))
         return self.change
 
-    async def carry_change(self, agent_box, fresh, change, before, scratch, after):
+    async def carry_change(self, agent_box, fresh, change, before, scratch, after, side):
+        assert side is None  # the task folder holds no row
         self.calls.append(("carry_change", (agent_box, fresh, change, before.workdir, scratch)))
         if self.carry_error is not None:
             raise self.carry_error
@@ -287,7 +288,7 @@ class _Transfer:
 def _carry_with(transfer: _Transfer, state: _TrialState, tmp_path: Path) -> bool:
     before = SimpleNamespace(workdir="/testbed")
     return asyncio.run(
-        _carry("agent", "fresh", before, tmp_path, tmp_path / "trial", state)  # type: ignore[arg-type]
+        _carry("agent", "fresh", before, tmp_path, tmp_path / "trial", state, tmp_path)  # type: ignore[arg-type]
     )
 
 

@@ -57,6 +57,7 @@ from forge_sandbox._task import HarborTask, task_checksum
 from forge_sandbox.local import SandboxInitChangedError
 from forge_sandbox.local._sandbox import LocalSandbox
 from forge_sandbox.verify._audit import AUDIT_SCHEMA, audit_change
+from forge_sandbox.verify._testside import task_test_side
 from forge_sandbox.verify._transfer import (
     Change,
     ChangeError,
@@ -302,14 +303,16 @@ async def _carry(
     scratch: Path,
     trial_dir: Path,
     state: _TrialState,
+    task_dir: Path,
 ) -> bool:
     """The agent's change into the fresh sandbox; False when it scored 0 instead."""
     try:
         after = await take_manifest(agent_box, scratch, after_agent=True)
         state.change = diff_manifests(before, after)
-        try:  # the change less the test harness's files (`kept`: the task's stay)
+        side = await asyncio.to_thread(task_test_side, task_dir)
+        try:  # the change less the harness's files and the test side (`kept`: the task's stay)
             state.change = await carry_change(
-                agent_box, fresh, state.change, before, scratch, after
+                agent_box, fresh, state.change, before, scratch, after, side
             )
         finally:
             await asyncio.to_thread(
@@ -584,7 +587,7 @@ async def _run_in_sandbox(
     if fresh is not starting.result():
         state.later.append(fresh.stop())
     scratch = Path(ready.scratch.name)
-    carried = await _carry(ready.sandbox, fresh, ready.before, scratch, trial_dir, state)
+    carried = await _carry(ready.sandbox, fresh, ready.before, scratch, trial_dir, state, task.path)
     ready.begin_stop()
     # 5. the verifier, in the fresh sandbox
     if carried:

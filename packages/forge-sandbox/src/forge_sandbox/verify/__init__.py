@@ -4,6 +4,8 @@
                    carried from its sandbox into a fresh one made from the task's environment
     _harness.py    the test harness's files that change leaves out (conftest.py, pytest config,
                    entry points, site-packages): pytest would load a plugin from them
+    _testside.py   a SWE-bench-shaped task's test side (test folders and files, the runner,
+                   less the gold patch's paths), left out as well
     _verifier.py   tests/test.sh in that fresh sandbox, the reward read from /logs/verifier
     _evidence.py   evidence that the tests ran (a reward without it is no verdict)
     _testlist.py   a task's listed FAIL_TO_PASS / PASS_TO_PASS, read from test.sh's own output

@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 from forge_sandbox._errors import SandboxTransferError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from forge_sandbox._protocol import Sandbox
     from forge_sandbox.verify._transfer import Change, Manifest
 
@@ -120,17 +122,21 @@ def shadowing(change: Change, before: Manifest, after: Manifest) -> set[str]:
     return {p for p in change.copy if p in tops or any(p.startswith(t + "/") for t in tops)}
 
 
-def _harness_related(path: str) -> bool:
-    return is_harness_path(path) or is_shared_config(path)
-
-
 def split_harness(
-    change: Change, before: Manifest, after: Manifest
+    change: Change, before: Manifest, after: Manifest, side: Callable[[str], bool] | None = None
 ) -> tuple[Change, tuple[str, ...]]:
-    """The change without the harness's files (by path), without new modules that shadow the
-    runner's, and without deletions of shared config files; and the paths left out. A deleted
-    folder that held such files becomes the deletion of everything else in it (they stay)."""
-    kept = [p for p in change.copy if is_harness_path(p)] + sorted(shadowing(change, before, after))
+    """The change without the harness's files (by path) and the task's test side (`side`, for
+    a SWE-bench-shaped task: `_testside.py`), without new modules that shadow the runner's, and
+    without deletions of shared config files; and the paths left out. A deleted folder that
+    held such files becomes the deletion of everything else in it (they stay)."""
+
+    def stays(path: str) -> bool:
+        return is_harness_path(path) or (side is not None and side(path))
+
+    def _harness_related(path: str) -> bool:
+        return stays(path) or is_shared_config(path)
+
+    kept = [p for p in change.copy if stays(p)] + sorted(shadowing(change, before, after))
     delete: list[str] = []
     for path in change.delete:
         if _harness_related(path):

@@ -29,6 +29,7 @@ import base64
 import posixpath
 import shlex
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -337,14 +338,16 @@ async def carry_change(
     before: Manifest,
     scratch: Path,
     after: Manifest,
+    side: Callable[[str], bool] | None = None,
 ) -> Change:
     """Copy `change` (from `before` to `after`) from `source` (the agent's sandbox) into
     `target` (the fresh one) at `before.workdir`, less the test harness's files
-    (`_harness.py`), and return what was carried (with `kept`: the paths left out): delete
+    (`_harness.py`) and the task's test side (`side`: `_testside.py`), and return what was
+    carried (with `kept`: the paths left out): delete
     first (short, plain path lists on the command line), then unpack the checked archive with
     its modes (`extract`: one round trip, nothing staged in `target`)."""
     workdir = before.workdir
-    change, kept = split_harness(change, before, after)
+    change, kept = split_harness(change, before, after, side)
     try:
         if change.copy:
             candidates = scratch / "after" / CANDIDATES_TAR
