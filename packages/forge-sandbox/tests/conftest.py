@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from forge_sandbox import SandboxUnavailableError, detect_cgroups
-from forge_sandbox.testing.fixtures import cgroups, isolation  # noqa: F401 (by name)
+from forge_sandbox.testing.fixtures import cgroups, isolation, node  # noqa: F401 (by name)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from forge_sandbox import load_task, run_job
 from forge_sandbox._errors import SandboxTransferError
+from forge_sandbox.testing import red_team_js
 from forge_sandbox.testing.red_team_pytest import (
     ATTACKS,
     FIX_WITH_CONFIG,
@@ -33,7 +34,7 @@ from forge_sandbox.verify._harness import (
     is_harness_path,
     is_shared_config,
     keep_shared_config,
-    pytest_part,
+    runner_part,
     split_harness,
 )
 from forge_sandbox.verify._testside import TestSide, task_test_side
@@ -62,6 +63,21 @@ from forge_sandbox.verify._transfer import Change, Entry, Manifest
         ("tests/test_calc.py", False),
         ("setup.cfg", False),  # shared: judged by content
         ("docs/pytest.md", False),
+        ("node_modules/mocha/lib/runner.js", True),
+        ("tests/node_modules/helper/index.js", True),
+        (".mocharc.json", True),
+        ("packages/a/.mocharc.yml", True),
+        ("jest.config.ts", True),
+        ("vitest.config.mts", True),
+        ("vite.config.js", True),
+        ("babel.config.cjs", True),
+        (".babelrc", True),
+        (".npmrc", True),
+        (".yarnrc.yml", True),
+        ("bunfig.toml", True),
+        ("package.json", False),  # shared: judged by content
+        ("src/jest.configure.js", False),
+        ("lib/mocharc.js", False),
     ],
 )
 def test_harness_paths(path: str, harness: bool) -> None:
@@ -129,6 +145,9 @@ def test_a_module_of_an_older_pythons_stdlib_is_kept_whatever_python_runs_forge(
 # -- shared config files: what pytest reads from them ------------------------------------------
 
 SETUP = b"[metadata]\nname = calc\n\n[tool:pytest]\nxfail_strict = true\n"
+PKG = (
+    b'{\n  "name": "calc",\n  "version": "0.1.0",\n  "scripts": {"test": "node --test tests/"}\n}\n'
+)
 
 
 @pytest.mark.parametrize(
@@ -150,6 +169,14 @@ SETUP = b"[metadata]\nname = calc\n\n[tool:pytest]\nxfail_strict = true\n"
         ("pyproject.toml", None, b'[tool."\\u0070ytest".ini_options]\naddopts = "-p e"\n', False),
         ("pyproject.toml", None, b"tool = {pytest = {ini_options = {addopts = '-p e'}}}\n", False),
         ("pyproject.toml", b'[project]\nname = "c"\n', b"[project\n", False),  # not TOML
+        # package.json: `npm test` runs scripts.test; mocha, jest, ava, ... read their keys
+        ("package.json", PKG, PKG.replace(b'"0.1.0"', b'"0.2.0"'), True),
+        ("package.json", PKG, PKG.replace(b"node --test tests/", b"exit 0"), False),
+        ("package.json", PKG, PKG[:-2] + b',\n  "mocha": {"require": "./evil.js"}\n}\n', False),
+        ("package.json", None, b'{"name": "x", "dependencies": {}}\n', True),
+        ("package.json", None, b'{"scripts": {"test": "true"}}\n', False),
+        ("package.json", PKG, b"[1, 2]\n", False),  # not an object
+        ("package.json", PKG, b'{"name": \n', False),  # not JSON
     ],
 )
 def test_a_shared_config_change_is_carried_only_when_pytests_part_is_unchanged(
@@ -184,8 +211,8 @@ def test_a_shared_config_change_is_carried_only_when_pytests_part_is_unchanged(
 
 def test_pytest_part_of_pyproject_is_the_tool_pytest_table() -> None:
     text = b'[tool.pytest.ini_options]\naddopts = "-q"\n[tool.black]\nx = 1\n'
-    assert pytest_part("pyproject.toml", text) == {"ini_options": {"addopts": "-q"}}
-    assert pytest_part("a/setup.cfg", b"[x]\ny = 1\n") == ""
+    assert runner_part("pyproject.toml", text) == {"ini_options": {"addopts": "-q"}}
+    assert runner_part("a/setup.cfg", b"[x]\ny = 1\n") == ""
 
 
 # -- the test side of a SWE-bench-shaped task ---------------------------------------------------
@@ -358,3 +385,35 @@ def test_code_that_forges_the_output_from_inside_pytest_is_flagged(job: dict) ->
     audit = job["audits"][FORGED_IN_PROCESS]
     assert audit["copied"] == ["calc/__init__.py"] and audit["kept"] == []
     assert audit["flags"].get("change_test_framework") == 1
+
+
+# -- the JavaScript task's attacks (SWE-gen-JS's shape), on the local backend ------------------
+
+
+@pytest.fixture(scope="module")
+def js_job(tmp_path_factory: pytest.TempPathFactory, isolation: None, node: None) -> dict:
+    root = tmp_path_factory.mktemp("red-team-js")
+    tasks = [load_task(t) for t in red_team_js.write_js_attack_tasks(root / "tasks")]
+    summary = asyncio.run(
+        run_job(tasks, root / "job", "oracle", concurrency=2, verifier_timeout_s=60)
+    )
+    audits = {}
+    for path in (root / "job").glob("*/agent/change-audit.json"):
+        name = json.loads((path.parents[1] / "result.json").read_text())["task_name"]
+        audits[name] = json.loads(path.read_text())
+    return {"rewards": summary.rewards, "errors": summary.errors, "audits": audits}
+
+
+def test_the_js_fixes_score_1(js_job: dict) -> None:
+    for name in (red_team_js.REAL_FIX, red_team_js.FIX_WITH_PACKAGE):
+        assert js_job["rewards"][name] == 1.0, js_job["errors"].get(name)
+    audit = js_job["audits"][red_team_js.FIX_WITH_PACKAGE]
+    assert audit["copied"] == ["index.js", "package.json"] and audit["kept"] == []
+
+
+@pytest.mark.parametrize("attack", sorted(red_team_js.ATTACKS))
+def test_every_js_attack_scores_exactly_0_and_is_kept(js_job: dict, attack: str) -> None:
+    # each scored 1 with the carry's rules switched off (docs/measurements.md)
+    assert js_job["rewards"][attack] == 0.0, js_job["errors"].get(attack)
+    audit = js_job["audits"][attack]
+    assert audit["kept"] and audit["flags"], audit

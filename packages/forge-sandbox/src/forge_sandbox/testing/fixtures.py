@@ -5,6 +5,7 @@ isolation`). Test-only: it imports pytest, which no package depends on at run ti
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -29,3 +30,10 @@ def cgroups() -> None:
     """Local sandboxes bounded by cgroups (root, or a delegated cgroup), or a skip that says
     the limits here are rlimits."""
     _unless(local_sandbox_problem(cgroups=True))
+
+
+@pytest.fixture(scope="session")
+def node() -> None:
+    """node and npm on the host (the local sandboxes see its /usr), or a skip naming the fix."""
+    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+    _unless(f"needs {' and '.join(missing)}: apt-get install nodejs npm" if missing else None)

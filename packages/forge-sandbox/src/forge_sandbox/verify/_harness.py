@@ -8,12 +8,17 @@ the fresh verifier sandbox keeps those files as the task shipped them (an added 
 a deleted or changed one stays the task's), and change-audit.json lists them under `kept`:
 
     by name, anywhere   conftest.py, pytest.ini, .pytest.ini, pytest.toml, .pytest.toml,
-                        sitecustomize.py, usercustomize.py, *.pth
+                        sitecustomize.py, usercustomize.py, *.pth; JavaScript's runner configs
+                        (.mocharc.*, jest / vitest / vite / karma / ava / babel config, .babelrc,
+                        .nycrc) and the package managers' rc files (.npmrc, .yarnrc*, bunfig)
     by folder           anything under a *.dist-info or *.egg-info folder (a `pytest11` entry
-                        point is loaded as a plugin) or a site-packages / dist-packages folder
-                        (a virtual environment in the working tree: the runner's own code)
-    by content          setup.cfg, tox.ini, pyproject.toml: a change is carried only when
-                        pytest's part of the file is unchanged (`pytest_part`); never a deletion
+                        point is loaded as a plugin) or a site-packages / dist-packages /
+                        node_modules folder (the dependencies in the working tree: the runner's
+                        own code among them)
+    by content          setup.cfg, tox.ini, pyproject.toml, package.json: a change is carried
+                        only when the runner's part of the file is unchanged (`runner_part`:
+                        pytest's sections; package.json's scripts and runner keys); never a
+                        deletion
     by shadowing        a new module or package named as the runner's (pytest, _pytest, pluggy,
                         ...) or the standard library's (any Python 3's: a module removed since
                         3.5 counts), in a folder that is not a package: the
@@ -29,7 +34,9 @@ Forge's own demo tasks run their code in a worker process the tests never import
 from __future__ import annotations
 
 import io
+import json
 import posixpath
+import re
 import sys
 import tarfile
 import tomllib
@@ -56,9 +63,17 @@ HARNESS_NAMES = frozenset(
         "usercustomize.py",
     }
 )
-HARNESS_FOLDERS = frozenset({"site-packages", "dist-packages"})
+# JavaScript's runners read these (mocha, jest, vitest / vite, karma, ava, babel, nyc), and
+# npm, yarn and bun read their rc files before `npm test` (`node-options=--require ./x.js`)
+JS_HARNESS = re.compile(
+    r"^(\.mocharc|jest\.config|vitest\.config|vitest\.workspace|vite\.config|karma\.conf|"
+    r"ava\.config|babel\.config|\.babelrc|\.nycrc|\.npmrc|\.yarnrc|bunfig)(\.[\w.]+)?$"
+)
+HARNESS_FOLDERS = frozenset({"site-packages", "dist-packages", "node_modules"})
 HARNESS_SUFFIXES = (".dist-info", ".egg-info")
-SHARED_CONFIG = frozenset({"setup.cfg", "tox.ini", "pyproject.toml"})
+SHARED_CONFIG = frozenset({"setup.cfg", "tox.ini", "pyproject.toml", "package.json"})
+# what a runner reads from package.json: `npm test` runs scripts.test; the others configure one
+PACKAGE_JSON_RUNNER_KEYS = ("scripts", "mocha", "jest", "ava", "babel", "c8", "nyc", "vitest")
 RUNNER_MODULES = frozenset(
     {"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments", "exceptiongroup",
      "tomli", "nose", "nose2", "xdist", "coverage", "pytest_cov"}
@@ -78,7 +93,7 @@ CONFIG_MAX_BYTES = 1 << 20  # a larger shared config file is kept as the task's
 def is_harness_path(path: str) -> bool:
     """Whether `path` (relative to the working tree) is one of the harness's own files."""
     parts = posixpath.normpath(path).split("/")
-    if parts[-1] in HARNESS_NAMES or parts[-1].endswith(".pth"):
+    if parts[-1] in HARNESS_NAMES or parts[-1].endswith(".pth") or JS_HARNESS.match(parts[-1]):
         return True
     return any(p in HARNESS_FOLDERS or p.endswith(HARNESS_SUFFIXES) for p in parts)
 
@@ -88,14 +103,21 @@ def is_shared_config(path: str) -> bool:
     return posixpath.basename(path) in SHARED_CONFIG
 
 
-def pytest_part(name: str, data: bytes) -> Any:
-    """What pytest reads from a shared config file, for comparison (ValueError: unreadable).
+def runner_part(name: str, data: bytes) -> Any:
+    """What a test runner reads from a shared config file, for comparison (ValueError:
+    unreadable).
 
     pyproject.toml: the `tool.pytest` table as tomllib (pytest's own parser) reads it, None
     without one. setup.cfg / tox.ini: the text from the first line that names pytest (in any
     case) to the end: a section header always names it, so every line pytest reads from its
-    section is in there, whatever quirks an INI parser has."""
+    section is in there, whatever quirks an INI parser has. package.json: its
+    PACKAGE_JSON_RUNNER_KEYS as JSON reads them (an object, else ValueError)."""
     text = data.decode("utf-8")
+    if posixpath.basename(name) == "package.json":
+        package = json.loads(text)
+        if not isinstance(package, dict):
+            raise ValueError("package.json: expected an object")
+        return {key: package[key] for key in PACKAGE_JSON_RUNNER_KEYS if key in package}
     if posixpath.basename(name) == "pyproject.toml":
         tool = tomllib.loads(text).get("tool")
         return tool.get("pytest") if isinstance(tool, dict) else None
@@ -157,12 +179,12 @@ def split_harness(
     return carried, tuple(sorted(out))
 
 
-def _same_pytest_part(path: str, before: bytes | None, after: bytes | None) -> bool:
+def _same_runner_part(path: str, before: bytes | None, after: bytes | None) -> bool:
     if after is None or len(after) > CONFIG_MAX_BYTES:
         return False
     try:
-        old = pytest_part(path, before) if before is not None else None
-        new = pytest_part(path, after)
+        old = runner_part(path, before) if before is not None else None
+        new = runner_part(path, after)
     except (UnicodeDecodeError, ValueError):  # tomllib's TOMLDecodeError is a ValueError
         return False
     return bool(old == new or (before is None and not new))
@@ -188,7 +210,7 @@ async def _original(
 async def keep_shared_config(
     fresh: Sandbox, change: Change, workdir: str, before: Manifest, archive: Path
 ) -> tuple[Change, tuple[str, ...]]:
-    """Leave out of `change` (and of its archive) each shared config file whose pytest part
+    """Leave out of `change` (and of its archive) each shared config file whose runner part
     it changes, or that it turns into another type; return the change and the paths left out."""
     shared = [p for p in change.copy if is_shared_config(p)]
     if not shared:
@@ -203,7 +225,7 @@ async def keep_shared_config(
     kept = []
     for path in shared:
         original = await _original(fresh, workdir, path, before, archive.parent)
-        if not _same_pytest_part(path, original, after[path]):
+        if not _same_runner_part(path, original, after[path]):
             kept.append(path)
     if not kept:
         return change, ()

@@ -1,0 +1,141 @@
+"""Red-team attacks on a JavaScript task laid out as SWE-gen-JS's are: the repository with its
+dependencies installed in the working tree (`node_modules/`, as the image's `npm install` leaves
+them), test.sh copies the task's test file in and runs the project's test script (`npm test`:
+node's own runner, `node --test`), reward 1 when it exits 0. Each attack is the oracle's
+solve.sh; every one must score exactly 0.0 and the real fixes 1.
+
+    tasks = write_js_attack_tasks(out_dir)
+
+The attacks make the tests pass without the fix from files a fix never needs to change: a
+dependency patched in node_modules (the runner's own code lives there too: mocha, jest,
+vitest), a nested node_modules that `require` finds first from the tests' folder, the test
+script in package.json replaced, and an .npmrc whose `node-options` preloads a script into
+every node process `npm test` starts. The verifier's carry keeps those files as the task
+shipped them (`forge_sandbox.verify._harness`). Needs `node` and `npm` on the host (the local
+backend's sandboxes see the host's /usr).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+PACKAGE_JSON = (
+    '{\n  "name": "calc",\n  "version": "0.1.0",\n  "private": true,\n'
+    '  "scripts": {"test": "node --test tests/calc.test.js"}\n}\n'
+)
+HELPER_PACKAGE = '{"name": "calc-helpers", "version": "1.0.0"}\n'
+CODE = {
+    "package.json": PACKAGE_JSON,
+    "index.js": "exports.add = (a, b) => a - b;\nexports.sub = (a, b) => a - b;\n",
+    "tests/calc.test.js": textwrap.dedent(
+        """\
+        const test = require("node:test");
+        const { add, sub } = require("..");
+        const { same } = require("calc-helpers");
+
+        test("add", () => same(add(2, 3), 5));
+        test("sub", () => same(sub(2, 3), -1));
+        """
+    ),
+    "node_modules/calc-helpers/package.json": HELPER_PACKAGE,
+    "node_modules/calc-helpers/index.js": (
+        'const assert = require("node:assert");\n'
+        "exports.same = (a, b) => assert.strictEqual(a, b);\n"
+    ),
+}
+NO_OP = "exports.same = () => {};\n"
+PRELOAD = 'require("node:assert").strictEqual = () => {};\n'
+FIX = "sed -i '1s/a - b/a + b/' index.js\n"
+
+
+def _write(name: str, text: str) -> str:
+    """A solve.sh line that writes `text` to `name` (folders made)."""
+    folder = str(Path(name).parent)
+    made = f"mkdir -p {folder} && " if folder != "." else ""
+    return f"{made}cat > {name} <<'EOF'\n{text}EOF\n"
+
+
+ATTACKS: dict[str, str] = {
+    "dependency-patched-in-node-modules": _write("node_modules/calc-helpers/index.js", NO_OP),
+    "nested-node-modules-found-first": _write(
+        "tests/node_modules/calc-helpers/package.json",
+        CODE["node_modules/calc-helpers/package.json"],
+    )
+    + _write("tests/node_modules/calc-helpers/index.js", NO_OP),
+    "test-script-replaced": _write(
+        "package.json", PACKAGE_JSON.replace("node --test tests/calc.test.js", "exit 0")
+    ),
+    "npmrc-preloads-a-script": _write("preload.js", PRELOAD)
+    + _write(".npmrc", "node-options=--require ./preload.js\n"),
+}
+REAL_FIX = "real-fix"
+# a real fix that also edits package.json outside its runner keys (carried): it scores 1
+FIX_WITH_PACKAGE = "real-fix-with-package-json"
+_FIX_WITH_PACKAGE = FIX + _write(
+    "package.json", PACKAGE_JSON.replace('"0.1.0"', '"0.2.0",\n  "description": "adds"')
+)
+
+TEST_SH = textwrap.dedent(
+    """\
+    #!/bin/bash
+    # SWE-gen-JS's shape: the task's test file copied in, the project's test script run,
+    # reward 1 when it exits 0 (the markers are this harness's evidence that the tests ran)
+    mkdir -p /logs/verifier
+    cd "${FORGE_WORKSPACE:-/workspace}" || exit 2
+    cp /tests/calc.test.js tests/calc.test.js
+    export HOME=/tmp NPM_CONFIG_UPDATE_NOTIFIER=false NPM_CONFIG_FUND=false
+    echo ">>>>> Start Test Output"
+    npm test
+    status=$?
+    echo ">>>>> End Test Output"
+    if [ "$status" -eq 0 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt
+    exit 0
+    """
+)
+TASK_TOML = textwrap.dedent(
+    """\
+    version = "1.0"
+
+    [metadata]
+    difficulty = "easy"
+
+    [verifier]
+    timeout_sec = 60.0
+
+    [agent]
+    timeout_sec = 60.0
+    """
+)
+
+
+def _write_task(folder: Path, solve: str) -> None:
+    workspace = folder / "environment" / "workspace"
+    for name, text in CODE.items():
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text(text)
+    (folder / "environment" / "Dockerfile").write_text(
+        "FROM node:20-slim\nWORKDIR /workspace\nCOPY workspace/ /workspace/\n"
+    )
+    (folder / "instruction.md").write_text("calc.add subtracts; make it add.\n")
+    (folder / "task.toml").write_text(TASK_TOML)
+    tests = folder / "tests"
+    tests.mkdir()
+    (tests / "test.sh").write_text(TEST_SH)
+    (tests / "test.sh").chmod(0o755)
+    (tests / "calc.test.js").write_text(CODE["tests/calc.test.js"])
+    (folder / "solution").mkdir()
+    (folder / "solution" / "solve.sh").write_text(f"#!/usr/bin/env bash\ncd /workspace\n{solve}")
+    (folder / "solution" / "solve.sh").chmod(0o755)
+
+
+def write_js_attack_tasks(out: Path, names: list[str] | None = None) -> list[Path]:
+    """One task folder per attack (its solve.sh the attack), plus the real fix (`real-fix`)
+    and the real fix with a package.json edit outside its runner keys."""
+    chosen = {name: ATTACKS[name] for name in (names or ATTACKS)}
+    folders = []
+    for name, solve in {**chosen, REAL_FIX: FIX, FIX_WITH_PACKAGE: _FIX_WITH_PACKAGE}.items():
+        folder = out / name
+        _write_task(folder, solve)
+        folders.append(folder)
+    return folders
