@@ -397,16 +397,20 @@ def js_job(tmp_path_factory: pytest.TempPathFactory, isolation: None, node: None
     summary = asyncio.run(
         run_job(tasks, root / "job", "oracle", concurrency=2, verifier_timeout_s=60)
     )
-    audits = {}
+    audits, evidence = {}, {}
     for path in (root / "job").glob("*/agent/change-audit.json"):
         name = json.loads((path.parents[1] / "result.json").read_text())["task_name"]
         audits[name] = json.loads(path.read_text())
-    return {"rewards": summary.rewards, "errors": summary.errors, "audits": audits}
+        evidence[name] = json.loads((path.parents[1] / "verifier/evidence.json").read_text())
+    return {"rewards": summary.rewards, "errors": summary.errors, "audits": audits,
+            "evidence": evidence}  # fmt: skip
 
 
 def test_the_js_fixes_score_1(js_job: dict) -> None:
     for name in (red_team_js.REAL_FIX, red_team_js.FIX_WITH_PACKAGE):
         assert js_job["rewards"][name] == 1.0, js_job["errors"].get(name)
+        # test.sh runs `npm test` bare, as SWE-gen-JS's do: node's summary is the evidence
+        assert js_job["evidence"][name]["detail"] == "stdout: node --test summary, 2 tests"
     audit = js_job["audits"][red_team_js.FIX_WITH_PACKAGE]
     assert audit["copied"] == ["index.js", "package.json"] and audit["kept"] == []
 

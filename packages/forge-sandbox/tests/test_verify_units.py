@@ -373,6 +373,21 @@ def test_a_cut_output_gives_no_verdict_on_listed_tests(tmp_path: Path) -> None:
 START, END = ">>>>> Start Test Output", ">>>>> End Test Output"
 
 
+# what each runner printed for one passing and one failing test (captured, 2026-12-04)
+MOCHA = "  calc\n    ✔ adds\n    1) fails\n\n\n  1 passing (5ms)\n  1 failing\n\n  1) calc\n"
+JEST = (
+    "Test Suites: 1 failed, 1 total\nTests:       1 failed, 1 passed, 2 total\n"
+    "Snapshots:   0 total\nTime:        0.449 s\nRan all test suites matching t/a.test.js.\n"
+)
+VITEST = (  # with its colour codes, which it writes to a pipe too
+    "\x1b[2m Test Files \x1b[22m \x1b[1m\x1b[31m1 failed\x1b[39m\x1b[22m\x1b[90m (1)\x1b[39m\n"
+    "\x1b[2m      Tests \x1b[22m \x1b[1m\x1b[31m1 failed\x1b[39m\x1b[22m\x1b[2m | \x1b[22m"
+    "\x1b[1m\x1b[32m1 passed\x1b[39m\x1b[22m\x1b[90m (2)\x1b[39m\n"
+)
+NODE_TAP = "1..2\n# tests 2\n# suites 0\n# pass 1\n# fail 1\n# cancelled 0\n"
+NODE_SPEC = "\u2139 tests 2\n\u2139 suites 0\n\u2139 pass 1\n\u2139 fail 1\n"
+
+
 @pytest.mark.parametrize(
     ("stdout", "stderr", "kind", "detail"),
     [
@@ -407,6 +422,13 @@ START, END = ">>>>> Start Test Output", ">>>>> End Test Output"
             "stdout: unittest ran 4 tests",
         ),
         ("nothing", "Ran 2 tests in 0.1s\n", "unittest", "stderr: unittest ran 2 tests"),
+        # JavaScript runners' summaries, as mocha 11, jest 30, vitest 4 and node 20 print them
+        (MOCHA, "", "js-runner", "stdout: mocha summary, 2 tests"),
+        (JEST, "", "js-runner", "stdout: jest summary, 2 tests"),
+        ("", JEST, "js-runner", "stderr: jest summary, 2 tests"),  # jest writes to stderr
+        (VITEST, "", "js-runner", "stdout: vitest summary, 2 tests"),
+        (NODE_TAP, "", "js-runner", "stdout: node --test summary, 2 tests"),
+        (NODE_SPEC, "", "js-runner", "stdout: node --test summary, 2 tests"),
     ],
 )
 def test_the_evidence_found_and_what_it_says(stdout, stderr, kind, detail) -> None:
@@ -422,6 +444,13 @@ def test_the_evidence_found_and_what_it_says(stdout, stderr, kind, detail) -> No
         "Ran 0 tests in 0.0s\n",
         "PASSED\n",
         "pytest PASSED a::b\n",
+        "  0 passing (1ms)\n",  # mocha found no test
+        "Tests:       0 total\n",
+        "Error: Cannot find module 'nope'\n  code: 'MODULE_NOT_FOUND'\n",  # mocha at load
+        "Pattern: t/zzz - 0 matches\n",  # jest found no file
+        " Test Files  1 failed (1)\n",  # vitest's file count alone is not a test's
+        " Test Files  1 failed (1)\n      Tests  no tests\n",  # vitest: a file that cannot load
+        "the 2 passing cars\n",
     ],
 )
 def test_streams_that_show_nothing_ran(stream) -> None:

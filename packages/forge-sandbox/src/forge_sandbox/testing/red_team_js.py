@@ -63,8 +63,8 @@ ATTACKS: dict[str, str] = {
         CODE["node_modules/calc-helpers/package.json"],
     )
     + _write("tests/node_modules/calc-helpers/index.js", NO_OP),
-    "test-script-replaced": _write(
-        "package.json", PACKAGE_JSON.replace("node --test tests/calc.test.js", "exit 0")
+    "test-script-replaced": _write(  # prints the summary node's runner would
+        "package.json", PACKAGE_JSON.replace("node --test tests/calc.test.js", "echo '# tests 2'")
     ),
     "npmrc-preloads-a-script": _write("preload.js", PRELOAD)
     + _write(".npmrc", "node-options=--require ./preload.js\n"),
@@ -80,15 +80,13 @@ TEST_SH = textwrap.dedent(
     """\
     #!/bin/bash
     # SWE-gen-JS's shape: the task's test file copied in, the project's test script run,
-    # reward 1 when it exits 0 (the markers are this harness's evidence that the tests ran)
+    # reward 1 when it exits 0 (node's summary, `# tests N`, is the evidence the tests ran)
     mkdir -p /logs/verifier
     cd "${FORGE_WORKSPACE:-/workspace}" || exit 2
     cp /tests/calc.test.js tests/calc.test.js
     export HOME=/tmp NPM_CONFIG_UPDATE_NOTIFIER=false NPM_CONFIG_FUND=false
-    echo ">>>>> Start Test Output"
     npm test
     status=$?
-    echo ">>>>> End Test Output"
     if [ "$status" -eq 0 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt
     exit 0
     """

@@ -9,6 +9,10 @@ failing patch. A reward counts only when the run shows its tests ran, by one of:
     pytest            `-rA` short-summary lines (`PASSED path::test`, `FAILED ...`) or the final
                       `N passed|failed|errors in Xs` line
     unittest          `Ran N tests in Xs` with N >= 1 (Forge's demo and easy tasks: `-v`)
+    js-runner         a JavaScript runner's summary counting at least one test (SWE-gen-JS's
+                      test.sh runs them bare): mocha `N passing` / `N failing`, jest `Tests:
+                      ... N total`, vitest `Tests  ... (N)`, node --test `# tests N` (TAP) or
+                      `ℹ tests N` (spec); colour codes ignored
     junit             a `*.xml` under /logs/verifier with at least one `<testcase>`
     ctrf              a `*.json` under /logs/verifier with a non-empty `results.tests` list
 
@@ -25,7 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-EvidenceKind = Literal["swebench-markers", "pytest", "unittest", "junit", "ctrf"]
+EvidenceKind = Literal["swebench-markers", "pytest", "unittest", "js-runner", "junit", "ctrf"]
 
 START_MARKER = ">>>>> Start Test Output"
 END_MARKER = ">>>>> End Test Output"
@@ -36,11 +40,19 @@ _PYTEST_SUMMARY = re.compile(
     r"^=+ .*?\b(\d+) (passed|failed|errors?|xfailed|xpassed)\b.* in [\d.]+s.*=+\s*$", re.MULTILINE
 )
 _UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in [\d.]+s\s*$", re.MULTILINE)
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_JS_SUMMARIES = (  # (runner, its summary line; group 1 counts tests)
+    ("mocha", re.compile(r"^ +(\d+) (?:passing|failing|pending)\b", re.MULTILINE)),
+    ("jest", re.compile(r"^Tests: +(?:.*?, )?(\d+) total\s*$", re.MULTILINE)),
+    ("vitest", re.compile(r"^ *Tests {2,}.*\((\d+)\)\s*$", re.MULTILINE)),
+    ("node --test", re.compile(r"^(?:#|\u2139) tests (\d+)\s*$", re.MULTILINE)),
+)
 
 EVIDENCE_FIX = (
     "make tests/test.sh show that its tests ran: print SWE-bench's markers "
-    f"('{START_MARKER}' / '{END_MARKER}') around the test command, run pytest with -rA or "
-    "unittest with -v, or write a junit XML or CTRF JSON report under /logs/verifier/"
+    f"('{START_MARKER}' / '{END_MARKER}') around the test command, run pytest with -rA, "
+    "unittest with -v or a JavaScript runner with its summary (mocha, jest, vitest, node "
+    "--test), or write a junit XML or CTRF JSON report under /logs/verifier/"
 )
 
 
@@ -69,6 +81,11 @@ def _stream_evidence(name: str, stream: str) -> Evidence | None:
     ran = [int(n) for n in _UNITTEST_RAN.findall(stream)]
     if ran and max(ran) >= 1:
         return Evidence(kind="unittest", detail=f"{name}: unittest ran {max(ran)} tests")
+    plain = _ANSI.sub("", stream) if "\x1b[" in stream else stream
+    for runner, summary in _JS_SUMMARIES:
+        counted = sum(int(n) for n in summary.findall(plain))
+        if counted >= 1:
+            return Evidence(kind="js-runner", detail=f"{name}: {runner} summary, {counted} tests")
     return None
 
 
