@@ -139,6 +139,7 @@ with open(sys.argv[3], "w") as reward:
 # as the image had it, but for the gold patch's own paths: a changed runner, settings module or
 # test package's __init__ otherwise prints the passing lines (Django's tests/runtests.py,
 # django/test/runner.py).
+# (forge-sandbox's carry holds the same rule as a regex: `verify/_testside.TEST_SIDE`)
 TEST_SIDE = ("**/test/**", "**/tests/**", "**/testing/**", "**/e2e/**", "**/test_*.py",
              "**/*_test.py", "**/tests.py", "**/conftest.py")  # fmt: skip
 RUNNER_FILES = {"sympy/sympy": ("bin/test", "sympy/utilities/runtests.py",

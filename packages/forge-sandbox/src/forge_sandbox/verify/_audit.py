@@ -4,7 +4,8 @@ job audit adds these flags to the ones it reads from the agent's commands.
 
 Rules (each flags the change once; a change may raise several):
 
-    change_test_files      a test file changed or added (test_*.py, *_test.py, a tests/ folder)
+    change_test_files      a test file changed or added (`_testside.TEST_SIDE`: a test, tests,
+                           testing or e2e folder; test_*.py, *_test.py, tests.py, conftest.py)
     change_test_config     conftest.py, pytest.ini, tox.ini, setup.cfg, pyproject.toml,
                            sitecustomize.py / usercustomize.py or a .pth file changed or added,
                            or any other path the carry kept as the task's (`kept`) off the
@@ -25,6 +26,7 @@ import re
 import tarfile
 from pathlib import Path
 
+from forge_sandbox.verify._testside import TEST_SIDE as _TEST_PATH
 from forge_sandbox.verify._transfer import Change
 
 AUDIT_SCHEMA = "forge-sandbox/change-audit@1"
@@ -35,7 +37,6 @@ CHANGE_AUDIT_RULES = (
     "change_test_framework",
 )
 CONTENT_MAX_BYTES = 1 << 20  # larger files are not read (their paths still are)
-_TEST_PATH = re.compile(r"(^|/)(tests?|testing)/|(^|/)test_[^/]*\.py$|_test\.py$")
 _TEST_CONFIG = re.compile(
     r"(^|/)(conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|sitecustomize\.py|"
     r"usercustomize\.py)$|\.pth$"

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+# forge-data's importer writes the same rule as git pathspecs (`importers/_layout.TEST_SIDE`)
 TEST_SIDE = re.compile(
     r"(^|/)(test|tests|testing|e2e)/|(^|/)(test_[^/]*|[^/]*_test|tests|conftest)\.py$"
 )
