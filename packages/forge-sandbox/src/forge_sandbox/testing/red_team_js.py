@@ -20,6 +20,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from forge_sandbox.testing.red_team_pytest import write_sh
+
 PACKAGE_JSON = (
     '{\n  "name": "calc",\n  "version": "0.1.0",\n  "private": true,\n'
     '  "scripts": {"test": "node --test tests/calc.test.js"}\n}\n'
@@ -49,30 +51,23 @@ PRELOAD = 'require("node:assert").strictEqual = () => {};\n'
 FIX = "sed -i '1s/a - b/a + b/' index.js\n"
 
 
-def _write(name: str, text: str) -> str:
-    """A solve.sh line that writes `text` to `name` (folders made)."""
-    folder = str(Path(name).parent)
-    made = f"mkdir -p {folder} && " if folder != "." else ""
-    return f"{made}cat > {name} <<'EOF'\n{text}EOF\n"
-
-
 ATTACKS: dict[str, str] = {
-    "dependency-patched-in-node-modules": _write("node_modules/calc-helpers/index.js", NO_OP),
-    "nested-node-modules-found-first": _write(
+    "dependency-patched-in-node-modules": write_sh("node_modules/calc-helpers/index.js", NO_OP),
+    "nested-node-modules-found-first": write_sh(
         "tests/node_modules/calc-helpers/package.json",
         CODE["node_modules/calc-helpers/package.json"],
     )
-    + _write("tests/node_modules/calc-helpers/index.js", NO_OP),
-    "test-script-replaced": _write(  # prints the summary node's runner would
+    + write_sh("tests/node_modules/calc-helpers/index.js", NO_OP),
+    "test-script-replaced": write_sh(  # prints the summary node's runner would
         "package.json", PACKAGE_JSON.replace("node --test tests/calc.test.js", "echo '# tests 2'")
     ),
-    "npmrc-preloads-a-script": _write("preload.js", PRELOAD)
-    + _write(".npmrc", "node-options=--require ./preload.js\n"),
+    "npmrc-preloads-a-script": write_sh("preload.js", PRELOAD)
+    + write_sh(".npmrc", "node-options=--require ./preload.js\n"),
 }
 REAL_FIX = "real-fix"
 # a real fix that also edits package.json outside its runner keys (carried): it scores 1
 FIX_WITH_PACKAGE = "real-fix-with-package-json"
-_FIX_WITH_PACKAGE = FIX + _write(
+_FIX_WITH_PACKAGE = FIX + write_sh(
     "package.json", PACKAGE_JSON.replace('"0.1.0"', '"0.2.0",\n  "description": "adds"')
 )
 

@@ -80,7 +80,7 @@ CODE = {
 FIX = "sed -i '2s/a - b/a + b/' calc/__init__.py\n"
 
 
-def _write(name: str, text: str) -> str:
+def write_sh(name: str, text: str) -> str:
     """A solve.sh line that writes `text` to `name` (folders made)."""
     folder = str(Path(name).parent)
     made = f"mkdir -p {folder} && " if folder != "." else ""
@@ -88,14 +88,16 @@ def _write(name: str, text: str) -> str:
 
 
 def _plugin_via(config: str, text: str) -> str:
-    return _write("calc_report.py", PLUGIN) + _write(config, text)
+    return write_sh("calc_report.py", PLUGIN) + write_sh(config, text)
 
 
 _ENTRY_POINT = "[pytest11]\ncalc_report = calc_report\n"
 _DIST = "Metadata-Version: 2.1\nName: calc-report\nVersion: 0\n"
 ATTACKS: dict[str, str] = {
-    "conftest-added-at-root": _write("conftest.py", PLUGIN),
-    "conftest-of-the-tests-edited": _write("tests/conftest.py", CODE["tests/conftest.py"] + PLUGIN),
+    "conftest-added-at-root": write_sh("conftest.py", PLUGIN),
+    "conftest-of-the-tests-edited": write_sh(
+        "tests/conftest.py", CODE["tests/conftest.py"] + PLUGIN
+    ),
     "pytest-ini-addopts": _plugin_via("pytest.ini", "[pytest]\n" + ADDOPTS),
     "pytest-ini-beside-the-tests": _plugin_via("tests/pytest.ini", "[pytest]\n" + ADDOPTS),
     "tox-ini-addopts": _plugin_via("tox.ini", "[pytest]\n" + ADDOPTS),
@@ -109,17 +111,18 @@ ATTACKS: dict[str, str] = {
     "pyproject-beside-the-tests": _plugin_via(
         "tests/pyproject.toml", '[tool.pytest.ini_options]\naddopts = "-p calc_report"\n'
     ),
-    "dist-info-entry-point": _write("calc_report.py", PLUGIN)
-    + _write("calc_report-0.dist-info/METADATA", _DIST)
-    + _write("calc_report-0.dist-info/entry_points.txt", _ENTRY_POINT),
+    "dist-info-entry-point": write_sh("calc_report.py", PLUGIN)
+    + write_sh("calc_report-0.dist-info/METADATA", _DIST)
+    + write_sh("calc_report-0.dist-info/entry_points.txt", _ENTRY_POINT),
     "runner-patched-in-the-venv": "cat >> .venv/site-packages/_pytest/runner.py <<'EOF'\n"
     + RUNNER_PATCH
     + "EOF\n",
-    "pytest-shadowed": _write("pytest/__init__.py", "") + _write("pytest/__main__.py", FAKE_RUN),
-    "stdlib-shadowed": _write("argparse.py", FAKE_RUN),  # pytest imports it first thing
-    "egg-info-entry-point": _write("calc_report.py", PLUGIN)
-    + _write("calc_report.egg-info/PKG-INFO", _DIST)
-    + _write("calc_report.egg-info/entry_points.txt", _ENTRY_POINT),
+    "pytest-shadowed": write_sh("pytest/__init__.py", "")
+    + write_sh("pytest/__main__.py", FAKE_RUN),
+    "stdlib-shadowed": write_sh("argparse.py", FAKE_RUN),  # pytest imports it first thing
+    "egg-info-entry-point": write_sh("calc_report.py", PLUGIN)
+    + write_sh("calc_report.egg-info/PKG-INFO", _DIST)
+    + write_sh("calc_report.egg-info/entry_points.txt", _ENTRY_POINT),
 }
 # The test side (`forge_sandbox.verify._testside`): a test package's __init__, imported by
 # pytest with the tests, patches pytest's reports in its process. It is left out where the task
@@ -141,7 +144,7 @@ _REPORTS_PATCHED = textwrap.dedent(
     """
 )
 TEST_SIDE_ATTACKS: dict[str, str] = {
-    "test-package-init-patches-reports": _write("tests/__init__.py", _REPORTS_PATCHED),
+    "test-package-init-patches-reports": write_sh("tests/__init__.py", _REPORTS_PATCHED),
 }
 # What stays open (architecture.md, "The test harness's own files"): the code under test runs
 # in pytest's process, so at import it can print a passing line for every test it finds on the
@@ -164,7 +167,7 @@ _FORGE = textwrap.dedent(
     """
 )
 FLAGGED_ONLY = {
-    FORGED_IN_PROCESS: _write("/tmp/forge.py", _FORGE)
+    FORGED_IN_PROCESS: write_sh("/tmp/forge.py", _FORGE)
     + "cat /tmp/forge.py calc/__init__.py > /tmp/calc.py && cp /tmp/calc.py calc/__init__.py\n"
 }
 REAL_FIX = "real-fix"
@@ -174,9 +177,11 @@ REAL_FIX = "real-fix"
 FIX_WITH_CONFIG = "real-fix-with-config"
 _FIX_WITH_CONFIG = (
     FIX
-    + _write("setup.cfg", CODE["setup.cfg"].replace("name = calc\n", "name = calc\nversion = 2\n"))
-    + _write("pyproject.toml", CODE["pyproject.toml"] + "\n[tool.black]\nline-length = 100\n")
-    + _write("tox.ini", CODE["tox.ini"] + "max-line-length = 100\n")
+    + write_sh(
+        "setup.cfg", CODE["setup.cfg"].replace("name = calc\n", "name = calc\nversion = 2\n")
+    )
+    + write_sh("pyproject.toml", CODE["pyproject.toml"] + "\n[tool.black]\nline-length = 100\n")
+    + write_sh("tox.ini", CODE["tox.ini"] + "max-line-length = 100\n")
 )
 FIX_WITH_CONFIG_CARRIED = ("calc/__init__.py", "pyproject.toml", "setup.cfg")
 FIX_WITH_CONFIG_KEPT = ("tox.ini",)
