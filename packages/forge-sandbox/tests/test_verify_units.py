@@ -289,8 +289,8 @@ def test_the_first_limit_in_order_names_the_failure() -> None:
 def test_a_reward_without_evidence_is_no_verdict() -> None:
     plain = str(_no_evidence({"reward": 0.0}, truncated=False))
     assert plain == (
-        "verifier: expected evidence that the tests ran (SWE-bench test-output markers, pytest "
-        "-rA / unittest -v result lines, a junit or CTRF report) with its reward; found rewards "
+        "verifier: expected evidence that the tests ran (SWE-bench test-output markers, a test "
+        "runner's result lines or summary, a junit or CTRF report) with its reward; found rewards "
         "{'reward': 0.0} without any: a broken environment, not a verdict (retried in curation, "
         f"never a rejection); fix: {EVIDENCE_FIX}"
     )
@@ -386,6 +386,38 @@ VITEST = (  # with its colour codes, which it writes to a pipe too
 )
 NODE_TAP = "1..2\n# tests 2\n# suites 0\n# pass 1\n# fail 1\n# cancelled 0\n"
 NODE_SPEC = "\u2139 tests 2\n\u2139 suites 0\n\u2139 pass 1\n\u2139 fail 1\n"
+# ava 7 (one passing, one failing, one skipped: it counts only the failure) and ava 2
+AVA = (
+    "\n  - [skip] slow\n  \u2714 adds\n  \u2718 [fail]: broken\n  \u2500\n\n"
+    "  1 test failed\n  1 test skipped\n"
+)
+AVA2 = "\n  \u2714 adds\n\n  1 test passed\n\n"
+TAPJS = (
+    "ok 1 - test/tp.js # time=8.373ms\n\n# No coverage generated\n"
+    "# { total: 2, pass: 1, fail: 1 }\n"
+)
+TAPE = "not ok 2 should be strictly equal\n\n1..2\n# tests 2\n# pass  1\n# fail  1\n\n"
+UVU = "\n\n  Total:     2\x1b[31m\n  Passed:    1\x1b[39m\n  Skipped:   0\n  Duration:  1.54ms\n\n"
+# cargo 1.9x's libtest: two test binaries (a unit-test one, an integration one)
+CARGO = (
+    "     Running unittests src/lib.rs (target/debug/deps/demo-8348ca7a80742723)\n\n"
+    "running 2 tests\ntest tests::adds_neg ... ok\ntest tests::broken ... FAILED\n\n"
+    "test result: FAILED. 1 passed; 1 failed; 1 ignored; 0 measured; 2 filtered out; "
+    "finished in 0.00s\n\n     Running tests/spec_tests.rs (target/debug/deps/spec_tests-cd2d)\n\n"
+    "running 1 test\ntest integ ... ok\n\n"
+    "test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; "
+    "finished in 0.00s\n\n"
+)
+CARGO_NONE = (  # a name filter that matched no test in either binary
+    "running 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; "
+    "4 filtered out; finished in 0.00s\n\nrunning 0 tests\n\ntest result: ok. 0 passed; "
+    "0 failed; 0 ignored; 0 measured; 1 filtered out; finished in 0.00s\n"
+)
+GO_FAIL = (  # go 1.19, no -v: the failing test's line, its package, a package without tests
+    "--- FAIL: TestBroken (0.00s)\n    m_test.go:4: bad\nFAIL\nFAIL\texample.com/m\t0.002s\n"
+    "?   \texample.com/m/sub\t[no test files]\nFAIL\n"
+)
+GO_OK = "ok  \texample.com/m\t0.002s\n?   \texample.com/m/sub\t[no test files]\n"
 
 
 @pytest.mark.parametrize(
@@ -427,8 +459,26 @@ NODE_SPEC = "\u2139 tests 2\n\u2139 suites 0\n\u2139 pass 1\n\u2139 fail 1\n"
         (JEST, "", "js-runner", "stdout: jest summary, 2 tests"),
         ("", JEST, "js-runner", "stderr: jest summary, 2 tests"),  # jest writes to stderr
         (VITEST, "", "js-runner", "stdout: vitest summary, 2 tests"),
-        (NODE_TAP, "", "js-runner", "stdout: node --test summary, 2 tests"),
+        (NODE_TAP, "", "js-runner", "stdout: TAP summary, 2 tests"),
         (NODE_SPEC, "", "js-runner", "stdout: node --test summary, 2 tests"),
+        # ava 7 and 2, tap 21, tape 5, uvu 0.5 (captured 2026-12-04; SWE-gen-JS runs 89 with ava)
+        (AVA, "", "js-runner", "stdout: ava summary, 1 tests"),
+        (AVA2, "", "js-runner", "stdout: ava summary, 1 tests"),
+        (TAPJS, "", "js-runner", "stdout: tap summary, 2 tests"),
+        (TAPE, "", "js-runner", "stdout: TAP summary, 2 tests"),
+        (UVU, "", "js-runner", "stdout: uvu summary, 2 tests"),
+        # Rust and Go (SWE-gen-JS runs 98 tasks with cargo test: biome, swc, oxc, ...)
+        (CARGO, "", "cargo-test", "stdout: libtest results, 3 tests ran"),
+        ("", CARGO, "cargo-test", "stderr: libtest results, 3 tests ran"),
+        (GO_FAIL, "", "go-test", "stdout: 1 go test verdict lines"),
+        (
+            "=== RUN   TestAdd\n--- PASS: TestAdd (0.00s)\nPASS\n",
+            "",
+            "go-test",
+            "stdout: 1 go test verdict lines",
+        ),
+        (GO_OK, "", "go-test", "stdout: 1 go test packages ok"),
+        ("ok  \texample.com/m\t(cached)\n", "", "go-test", "stdout: 1 go test packages ok"),
     ],
 )
 def test_the_evidence_found_and_what_it_says(stdout, stderr, kind, detail) -> None:
@@ -451,6 +501,13 @@ def test_the_evidence_found_and_what_it_says(stdout, stderr, kind, detail) -> No
         " Test Files  1 failed (1)\n",  # vitest's file count alone is not a test's
         " Test Files  1 failed (1)\n      Tests  no tests\n",  # vitest: a file that cannot load
         "the 2 passing cars\n",
+        "\n  \u2718 Couldn\u2019t find any matching tests\n\n",  # ava: nothing matched
+        "  1 uncaught exception\n",  # ava: a test file that cannot load
+        "Total: 2\n",  # uvu's count alone, no Passed line after it
+        CARGO_NONE,
+        "error: could not compile `demo` (lib test) due to 1 previous error\n",
+        "ok  \texample.com/m\t0.002s [no tests to run]\n",
+        "FAIL\texample.com/m [build failed]\n?   \texample.com/m/sub\t[no test files]\nFAIL\n",
     ],
 )
 def test_streams_that_show_nothing_ran(stream) -> None:

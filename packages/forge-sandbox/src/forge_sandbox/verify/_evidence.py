@@ -11,8 +11,15 @@ failing patch. A reward counts only when the run shows its tests ran, by one of:
     unittest          `Ran N tests in Xs` with N >= 1 (Forge's demo and easy tasks: `-v`)
     js-runner         a JavaScript runner's summary counting at least one test (SWE-gen-JS's
                       test.sh runs them bare): mocha `N passing` / `N failing`, jest `Tests:
-                      ... N total`, vitest `Tests  ... (N)`, node --test `# tests N` (TAP) or
-                      `ℹ tests N` (spec); colour codes ignored
+                      ... N total`, vitest `Tests  ... (N)`, ava `N tests passed|failed`, tap
+                      `# { total: N, ... }`, uvu `Total: N` then `Passed:`, node --test's spec
+                      `ℹ tests N`, any TAP producer's `# tests N` (node --test, tape, ava
+                      --tap); colour codes ignored
+    cargo-test        Rust's libtest: `test result: ok|FAILED. P passed; F failed; ...` with
+                      P + F >= 1 over the run's test binaries (a filter that matched nothing
+                      prints `0 passed; 0 failed`: not evidence)
+    go-test           Go's `--- PASS: T` / `--- FAIL: T` lines, or a package's `ok  <pkg>
+                      <time>` without `[no tests to run]` (`FAIL <pkg> [build failed]` is not)
     junit             a `*.xml` under /logs/verifier with at least one `<testcase>`
     ctrf              a `*.json` under /logs/verifier with a non-empty `results.tests` list
 
@@ -29,7 +36,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-EvidenceKind = Literal["swebench-markers", "pytest", "unittest", "js-runner", "junit", "ctrf"]
+EvidenceKind = Literal[
+    "swebench-markers", "pytest", "unittest", "js-runner", "cargo-test", "go-test", "junit", "ctrf"
+]
 
 START_MARKER = ">>>>> Start Test Output"
 END_MARKER = ">>>>> End Test Output"
@@ -45,14 +54,26 @@ _JS_SUMMARIES = (  # (runner, its summary line; group 1 counts tests)
     ("mocha", re.compile(r"^ +(\d+) (?:passing|failing|pending)\b", re.MULTILINE)),
     ("jest", re.compile(r"^Tests: +(?:.*?, )?(\d+) total\s*$", re.MULTILINE)),
     ("vitest", re.compile(r"^ *Tests {2,}.*\((\d+)\)\s*$", re.MULTILINE)),
-    ("node --test", re.compile(r"^(?:#|\u2139) tests (\d+)\s*$", re.MULTILINE)),
+    ("ava", re.compile(r"^ +(\d+) (?:tests? (?:passed|failed)|known failures?)\s*$", re.M)),
+    ("tap", re.compile(r"^# \{ total: (\d+)\b", re.MULTILINE)),
+    ("uvu", re.compile(r"^ +Total: +(\d+)\s*\n +Passed: +\d+", re.MULTILINE)),
+    ("node --test", re.compile(r"^\u2139 tests (\d+)\s*$", re.MULTILINE)),
+    ("TAP", re.compile(r"^# tests (\d+)\s*$", re.MULTILINE)),  # node --test, tape, ava --tap
+)
+# libtest's line per test binary; group 1 passed, group 2 failed
+_CARGO_RESULT = re.compile(r"^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed;", re.M)
+# go test: a test's verdict line (-v, and every failure), or a package that ran tests
+_GO_VERDICT = re.compile(r"^ *--- (?:PASS|FAIL): \S", re.MULTILINE)
+_GO_PACKAGE_OK = re.compile(
+    r"^ok  \t\S+\t(?:[\d.]+s|\(cached\))(?![^\n]*\[no tests to run\])", re.M
 )
 
 EVIDENCE_FIX = (
     "make tests/test.sh show that its tests ran: print SWE-bench's markers "
     f"('{START_MARKER}' / '{END_MARKER}') around the test command, run pytest with -rA, "
-    "unittest with -v or a JavaScript runner with its summary (mocha, jest, vitest, node "
-    "--test), or write a junit XML or CTRF JSON report under /logs/verifier/"
+    "unittest with -v, a JavaScript runner with its summary (mocha, jest, vitest, ava, tap, "
+    "uvu, node --test, TAP), cargo test or go test, or write a junit XML or CTRF JSON "
+    "report under /logs/verifier/"
 )
 
 
@@ -86,6 +107,12 @@ def _stream_evidence(name: str, stream: str) -> Evidence | None:
         counted = sum(int(n) for n in summary.findall(plain))
         if counted >= 1:
             return Evidence(kind="js-runner", detail=f"{name}: {runner} summary, {counted} tests")
+    if (ran := sum(int(p) + int(f) for p, f in _CARGO_RESULT.findall(plain))) >= 1:
+        return Evidence(kind="cargo-test", detail=f"{name}: libtest results, {ran} tests ran")
+    if verdicts := _GO_VERDICT.findall(plain):
+        return Evidence(kind="go-test", detail=f"{name}: {len(verdicts)} go test verdict lines")
+    if packages := _GO_PACKAGE_OK.findall(plain):
+        return Evidence(kind="go-test", detail=f"{name}: {len(packages)} go test packages ok")
     return None
 
 

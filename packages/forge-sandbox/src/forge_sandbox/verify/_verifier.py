@@ -168,8 +168,8 @@ def _no_evidence(rewards: dict[str, float | int], truncated: bool) -> VerifierNo
         else ""
     )
     return VerifierNoEvidenceError(
-        f"verifier: expected evidence that the tests ran (SWE-bench test-output markers, "
-        f"pytest -rA / unittest -v result lines, a junit or CTRF report) with its reward; "
+        f"verifier: expected evidence that the tests ran (SWE-bench test-output markers, a "
+        f"test runner's result lines or summary, a junit or CTRF report) with its reward; "
         f"found rewards {rewards} without any{cut}: a broken environment, not a verdict "
         f"(retried in curation, never a rejection); fix: {EVIDENCE_FIX}"
     )
