@@ -76,6 +76,8 @@ def test_each_task_is_a_harbor_folder_with_a_fix_outside_the_tests(made: tuple[P
             r"^\+\+\+ b/(\S+)", (folder / "solution" / "solve.sh").read_text(), re.M
         )
         assert touched == [task["path"]] and not touched[0].startswith("tests/")
+        # the gold in the row is the one solve.sh applies (the carry's test side reads it)
+        assert row["patch"] and row["patch"] in (folder / "solution" / "solve.sh").read_text()
         instruction = (folder / "instruction.md").read_text()
         assert len(instruction.split()) > 20 and meta["fail_to_pass"][0] in instruction
         assert "@@" not in instruction  # never the diff
@@ -150,3 +152,35 @@ def test_a_relative_out_folder_works(tmp_path: Path, monkeypatch) -> None:
     assert main(["synth", str(PROJECT), "--out", "tasks", "--max-tasks", "1", "--no-validate",
                  "--quiet"]) == 0  # fmt: skip
     assert len([p for p in (tmp_path / "tasks").iterdir() if p.is_dir()]) == 1
+
+
+# a new test package __init__ that rewrites pytest's reports to passed, in pytest's process:
+# the CTRF plugin then records every listed test as passed without the fix
+REPORTS_PATCHED = """\
+from _pytest.reports import TestReport
+_made = TestReport.from_item_and_call.__func__
+def _passed(cls, item, call):
+    report = _made(cls, item, call)
+    report.outcome, report.longrepr = "passed", None
+    return report
+TestReport.from_item_and_call = classmethod(_passed)
+"""
+
+
+def test_a_test_side_attack_scores_0_because_the_row_holds_the_gold(
+    made: tuple[Path, dict], tmp_path: Path
+) -> None:
+    out, report = made
+    name = report["tasks"][0]["name"]
+    attack = f"#!/bin/bash\ncd /workspace\ncat > tests/__init__.py <<'EOF'\n{REPORTS_PATCHED}EOF\n"
+    for variant in ("row", "norow"):
+        folder = tmp_path / "tasks" / f"{variant}-{name}"
+        shutil.copytree(out / name, folder, symlinks=True)
+        (folder / "solution" / "solve.sh").write_text(attack)
+        if variant == "norow":  # a task synthesized before the row held its gold
+            row = json.loads((folder / "tests" / "config.json").read_text())
+            del row["patch"]
+            (folder / "tests" / "config.json").write_text(json.dumps(row))
+    rewards = _rewards("oracle", tmp_path / "tasks", tmp_path / "job")
+    # the norow variant shows the attack works: the carry's test side is what stops it
+    assert rewards == {f"row-{name}": 0.0, f"norow-{name}": 1.0}

@@ -265,6 +265,58 @@ def test_sympys_runner_is_on_its_test_side(tmp_path: Path) -> None:
     assert rule("bin/test") and rule("sympy/utilities/runtests.py") and not rule("sympy/a.py")
 
 
+# the same cases as forge-data's pathspec form (tests/test_import_history.py, SIDE_CASES)
+SIDE_CASES = {
+    "tests/runtests.py": True, "django/test/runner.py": True, "pkg/tests.py": True,
+    "pkg/test_util.py": True, "pkg/util_test.py": True, "pkg/conftest.py": True,
+    "docs/e2e/x.txt": True, "src/__tests__/base.js": True, "src/__mocks__/api.ts": True,
+    "src/__snapshots__/a.js.snap": True, "src/__fixtures__/a.json": True,
+    "src/a.test.ts": True, "src/b.spec.jsx": True, "cli/client_test.go": True,
+    "crates/lexer/src/tests.rs": True,
+    "src/_pytest/runner.py": False, "pkg/testing.py": False, "src/app.py": False,
+    "src/latest.js": False, "src/contest.ts": False, "jest.config.js": False,
+    "src/spec/a.js": False, "cli/client.go": False, "crates/lexer/src/lib.rs": False,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "side"), sorted(SIDE_CASES.items()))
+def test_the_test_sides_names_python_javascript_rust_go(path: str, side: bool) -> None:
+    assert TestSide(gold=frozenset())(path) is side
+
+
+FIX_PATCH = (  # SWE-gen-JS's solution/fix.patch: what its solve.sh applies (`patch -p1`)
+    "diff --git a/src/index.js b/src/index.js\n--- a/src/index.js\n+++ b/src/index.js\n"
+    "@@ -1 +1 @@\n-a\n+b\n"
+    "diff --git a/src/__mocks__/api.ts b/src/__mocks__/api.ts\nnew file mode 100644\n"
+    "--- /dev/null\n+++ b/src/__mocks__/api.ts\n@@ -0,0 +1 @@\n+x\n"
+)
+
+
+def test_a_task_without_its_row_takes_the_gold_from_its_solution_patch(tmp_path: Path) -> None:
+    (tmp_path / "solution").mkdir()
+    (tmp_path / "solution" / "fix.patch").write_text(FIX_PATCH)
+    rule = task_test_side(tmp_path)
+    assert rule == TestSide(gold=frozenset({"src/index.js", "src/__mocks__/api.ts"}))
+    assert rule("test/helpers.js") and rule("src/__mocks__/db.ts")
+    assert not rule("src/__mocks__/api.ts") and not rule("src/index.js")  # the gold's
+    # a row, when there is one, decides (its gold, its runner files)
+    row = {"repo": "sympy/sympy", "patch": "--- a/sympy/a.py\n", "FAIL_TO_PASS": ["t"]}
+    rule = task_test_side(_config(tmp_path, row))
+    assert rule is not None and rule.gold == {"sympy/a.py"} and rule("bin/test")
+
+
+@pytest.mark.parametrize(
+    "files",
+    [{}, {"solve.sh": FIX_PATCH}, {"fix.patch": ""}, {"fix.patch": "not a diff\n"},
+     {"notes.txt": FIX_PATCH}],
+)  # fmt: skip
+def test_a_solution_without_a_patch_naming_a_path_gives_no_test_side(tmp_path, files) -> None:
+    (tmp_path / "solution").mkdir()
+    for name, text in files.items():
+        (tmp_path / "solution" / name).write_text(text)
+    assert task_test_side(tmp_path) is None
+
+
 @pytest.mark.parametrize(
     "row",
     [None, [], {"patch": "", "FAIL_TO_PASS": ["x"]}, {"patch": "--- a/a.py\n"},
@@ -393,7 +445,12 @@ def test_code_that_forges_the_output_from_inside_pytest_is_flagged(job: dict) ->
 @pytest.fixture(scope="module")
 def js_job(tmp_path_factory: pytest.TempPathFactory, isolation: None, node: None) -> dict:
     root = tmp_path_factory.mktemp("red-team-js")
-    tasks = [load_task(t) for t in red_team_js.write_js_attack_tasks(root / "tasks")]
+    folders = red_team_js.write_js_attack_tasks(root / "tasks")
+    # the test-side attack on a task that does not ship its gold patch
+    folders += red_team_js.write_js_attack_tasks(
+        root / "tasks", [*red_team_js.TEST_SIDE_ATTACKS], gold=False, prefix="nogold-"
+    )
+    tasks = [load_task(t) for t in folders]
     summary = asyncio.run(
         run_job(tasks, root / "job", "oracle", concurrency=2, verifier_timeout_s=60)
     )
@@ -410,7 +467,11 @@ def test_the_js_fixes_score_1(js_job: dict) -> None:
     for name in (red_team_js.REAL_FIX, red_team_js.FIX_WITH_PACKAGE):
         assert js_job["rewards"][name] == 1.0, js_job["errors"].get(name)
         # test.sh runs `npm test` bare, as SWE-gen-JS's do: node's summary is the evidence
-        assert js_job["evidence"][name]["detail"] == "stdout: node --test summary, 2 tests"
+        # (node 20 prints TAP to a pipe, node 22 its spec reporter)
+        assert js_job["evidence"][name]["detail"] in (
+            "stdout: TAP summary, 2 tests",
+            "stdout: node --test summary, 2 tests",
+        )
     audit = js_job["audits"][red_team_js.FIX_WITH_PACKAGE]
     assert audit["copied"] == ["index.js", "package.json"] and audit["kept"] == []
 
@@ -421,3 +482,15 @@ def test_every_js_attack_scores_exactly_0_and_is_kept(js_job: dict, attack: str)
     assert js_job["rewards"][attack] == 0.0, js_job["errors"].get(attack)
     audit = js_job["audits"][attack]
     assert audit["kept"] and audit["flags"], audit
+
+
+@pytest.mark.parametrize("attack", sorted(red_team_js.TEST_SIDE_ATTACKS))
+def test_a_js_test_side_attack_scores_0_when_the_gold_patch_is_known(js_job, attack) -> None:
+    assert js_job["rewards"][attack] == 0.0, js_job["errors"].get(attack)
+    audit = js_job["audits"][attack]
+    assert audit["kept"] == ["tests/fixtures.js"] and audit["copied"] == []
+    assert audit["flags"] == {"change_test_files": 1}
+    # without solution/fix.patch the test side is carried: the edited fixture passes the bug
+    assert js_job["rewards"][f"nogold-{attack}"] == 1.0, js_job["errors"].get(f"nogold-{attack}")
+    assert js_job["audits"][f"nogold-{attack}"]["copied"] == ["tests/fixtures.js"]
+    assert js_job["rewards"][f"nogold-{red_team_js.REAL_FIX}"] == 1.0

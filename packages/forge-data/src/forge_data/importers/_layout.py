@@ -140,8 +140,10 @@ with open(sys.argv[3], "w") as reward:
 # test package's __init__ otherwise prints the passing lines (Django's tests/runtests.py,
 # django/test/runner.py).
 # (forge-sandbox's carry holds the same rule as a regex: `verify/_testside.TEST_SIDE`)
-TEST_SIDE = ("**/test/**", "**/tests/**", "**/testing/**", "**/e2e/**", "**/test_*.py",
-             "**/*_test.py", "**/tests.py", "**/conftest.py")  # fmt: skip
+TEST_SIDE = ("**/test/**", "**/tests/**", "**/testing/**", "**/e2e/**", "**/__tests__/**",
+             "**/__mocks__/**", "**/__snapshots__/**", "**/__fixtures__/**", "**/test_*.py",
+             "**/*_test.py", "**/tests.py", "**/conftest.py", "**/*.test.*", "**/*.spec.*",
+             "**/*_test.go", "**/tests.rs")  # fmt: skip
 RUNNER_FILES = {"sympy/sympy": ("bin/test", "sympy/utilities/runtests.py",
                                 "sympy/utilities/pytest.py")}  # fmt: skip
 RESTORE_END = "FORGE_RESTORE_END"

@@ -11,7 +11,7 @@ A final task folder:
     environment/venv-extras/       the .pth and dist-info that put /workspace on the path
     tests/test.sh        restores the test files, runs them with the CTRF plugin, grades
     tests/grade.py       reward 1 when every listed test passed in the report; no report: exit 2
-    tests/config.json    repo, instance_id, base_commit, FAIL_TO_PASS, PASS_TO_PASS
+    tests/config.json    repo, instance_id, base_commit, FAIL_TO_PASS, PASS_TO_PASS, patch
     tests/_forge/forge_report.py   the plugin;   tests/pristine/   the project's test files
     solution/solve.sh    `git apply` of the fix (the bug's reverse patch)
 """
@@ -312,6 +312,9 @@ def write_task(
         "base_commit": commit,
         "FAIL_TO_PASS": fail_to_pass,
         "PASS_TO_PASS": pass_to_pass,
+        # the gold, as SWE-bench's rows hold it: the verifier's carry then keeps the test side
+        # (a new tests/__init__.py, a helper) as the task's (forge-sandbox `verify/_testside`)
+        "patch": patch,
         "modifier": candidate.modifier,
         "source": meta["source"],
         "version": meta["version"],

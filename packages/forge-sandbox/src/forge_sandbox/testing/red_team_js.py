@@ -11,8 +11,10 @@ dependency patched in node_modules (the runner's own code lives there too: mocha
 vitest), a nested node_modules that `require` finds first from the tests' folder, the test
 script in package.json replaced, and an .npmrc whose `node-options` preloads a script into
 every node process `npm test` starts. The verifier's carry keeps those files as the task
-shipped them (`forge_sandbox.verify._harness`). Needs `node` and `npm` on the host (the local
-backend's sandboxes see the host's /usr).
+shipped them (`forge_sandbox.verify._harness`). One more edits a test-support file the test
+reads and test.sh does not copy in (`tests/fixtures.js`): the test side, kept as the task's when
+its gold patch is known (solution/fix.patch, as SWE-gen-JS ships it; `verify._testside`).
+Needs `node` and `npm` on the host (the local backend's sandboxes see the host's /usr).
 """
 
 from __future__ import annotations
@@ -35,11 +37,14 @@ CODE = {
         const test = require("node:test");
         const { add, sub } = require("..");
         const { same } = require("calc-helpers");
+        const expected = require("./fixtures");
 
-        test("add", () => same(add(2, 3), 5));
-        test("sub", () => same(sub(2, 3), -1));
+        test("add", () => same(add(2, 3), expected.add));
+        test("sub", () => same(sub(2, 3), expected.sub));
         """
     ),
+    # a test-support file the PR did not touch: test.sh copies in only the PR's test file
+    "tests/fixtures.js": "module.exports = { add: 5, sub: -1 };\n",
     "node_modules/calc-helpers/package.json": HELPER_PACKAGE,
     "node_modules/calc-helpers/index.js": (
         'const assert = require("node:assert");\n'
@@ -49,6 +54,13 @@ CODE = {
 NO_OP = "exports.same = () => {};\n"
 PRELOAD = 'require("node:assert").strictEqual = () => {};\n'
 FIX = "sed -i '1s/a - b/a + b/' index.js\n"
+# the task's gold, as SWE-gen-JS ships it (solution/fix.patch): the carry's test side is the
+# test-named paths less the ones it touches (`forge_sandbox.verify._testside`)
+FIX_PATCH = (
+    "diff --git a/index.js b/index.js\n--- a/index.js\n+++ b/index.js\n@@ -1,2 +1,2 @@\n"
+    "-exports.add = (a, b) => a - b;\n+exports.add = (a, b) => a + b;\n"
+    " exports.sub = (a, b) => a - b;\n"
+)
 
 
 ATTACKS: dict[str, str] = {
@@ -63,6 +75,13 @@ ATTACKS: dict[str, str] = {
     ),
     "npmrc-preloads-a-script": write_sh("preload.js", PRELOAD)
     + write_sh(".npmrc", "node-options=--require ./preload.js\n"),
+}
+# on the test side: the expected values the test reads, set to what the bug returns (add(2, 3)
+# is -1); kept as the task's when the gold patch is known, carried (reward 1) when it is not
+TEST_SIDE_ATTACKS: dict[str, str] = {
+    "test-fixture-edited": write_sh(
+        "tests/fixtures.js", "module.exports = { add: -1, sub: -1 };\n"
+    ),
 }
 REAL_FIX = "real-fix"
 # a real fix that also edits package.json outside its runner keys (carried): it scores 1
@@ -102,7 +121,7 @@ TASK_TOML = textwrap.dedent(
 )
 
 
-def _write_task(folder: Path, solve: str) -> None:
+def _write_task(folder: Path, solve: str, gold: bool) -> None:
     workspace = folder / "environment" / "workspace"
     for name, text in CODE.items():
         (workspace / name).parent.mkdir(parents=True, exist_ok=True)
@@ -120,15 +139,22 @@ def _write_task(folder: Path, solve: str) -> None:
     (folder / "solution").mkdir()
     (folder / "solution" / "solve.sh").write_text(f"#!/usr/bin/env bash\ncd /workspace\n{solve}")
     (folder / "solution" / "solve.sh").chmod(0o755)
+    if gold:
+        (folder / "solution" / "fix.patch").write_text(FIX_PATCH)
 
 
-def write_js_attack_tasks(out: Path, names: list[str] | None = None) -> list[Path]:
+def write_js_attack_tasks(
+    out: Path, names: list[str] | None = None, *, gold: bool = True, prefix: str = ""
+) -> list[Path]:
     """One task folder per attack (its solve.sh the attack), plus the real fix (`real-fix`)
-    and the real fix with a package.json edit outside its runner keys."""
-    chosen = {name: ATTACKS[name] for name in (names or ATTACKS)}
+    and the real fix with a package.json edit outside its runner keys; each named `prefix` +
+    its name. gold: the task ships its fix.patch in solution/, as SWE-gen-JS's do (False: a
+    task whose gold is not known, whose test side is carried)."""
+    every = {**ATTACKS, **TEST_SIDE_ATTACKS}
+    chosen = {name: every[name] for name in (names or every)}
     folders = []
     for name, solve in {**chosen, REAL_FIX: FIX, FIX_WITH_PACKAGE: _FIX_WITH_PACKAGE}.items():
-        folder = out / name
-        _write_task(folder, solve)
+        folder = out / f"{prefix}{name}"
+        _write_task(folder, solve, gold)
         folders.append(folder)
     return folders

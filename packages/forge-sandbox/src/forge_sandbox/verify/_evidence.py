@@ -107,8 +107,8 @@ def _stream_evidence(name: str, stream: str) -> Evidence | None:
         counted = sum(int(n) for n in summary.findall(plain))
         if counted >= 1:
             return Evidence(kind="js-runner", detail=f"{name}: {runner} summary, {counted} tests")
-    if (ran := sum(int(p) + int(f) for p, f in _CARGO_RESULT.findall(plain))) >= 1:
-        return Evidence(kind="cargo-test", detail=f"{name}: libtest results, {ran} tests ran")
+    if (libtest := sum(int(p) + int(f) for p, f in _CARGO_RESULT.findall(plain))) >= 1:
+        return Evidence(kind="cargo-test", detail=f"{name}: libtest results, {libtest} tests ran")
     if verdicts := _GO_VERDICT.findall(plain):
         return Evidence(kind="go-test", detail=f"{name}: {len(verdicts)} go test verdict lines")
     if packages := _GO_PACKAGE_OK.findall(plain):

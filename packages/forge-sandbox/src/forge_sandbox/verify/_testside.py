@@ -1,19 +1,24 @@
-"""The test side of a SWE-bench-shaped task stays the task's: the agent's changes there are not
-carried to the verifier.
+"""The test side of a task whose gold patch is known stays the task's: the agent's changes there
+are not carried to the verifier.
 
-A task is SWE-bench-shaped when its tests/config.json (as Harbor's adapters and `forge-data
-import` write it) holds the row: its gold `patch` (SWE-smith: the bug patch, reversed by the
-oracle) and FAIL_TO_PASS. SWE-bench's collection puts every path of a PR that names a test
-folder or file in the test patch, never in the fix, so no fix of such a task needs them; yet
-the runner often lives there. On a Django row `./tests/runtests.py` imports the settings module
+The gold patch is known when the task's tests/config.json (as Harbor's adapters, `forge-data
+import` and `forge-data synth` write it) holds the row: its gold `patch` (SWE-smith: the bug
+patch, reversed by the oracle) and FAIL_TO_PASS; else when its solution/ folder holds the
+patch itself (`*.patch`, `*.diff`: SWE-gen-JS's fix.patch, which its solve.sh applies).
+SWE-bench's collection puts every path of a PR that names a test folder or file in the test
+patch, never in the fix, so no fix of such a task needs them (SWE-gen-JS splits its PRs the
+same way: 3,311 of the 3,312 test files its test.sh scripts copy in are on the side below);
+yet the runner often lives there. On a Django row `./tests/runtests.py` imports the settings module
 `tests/test_sqlite.py`, `django/test/runner.py` and each test package's `__init__`: changed, any
 of them prints `test_x (app.tests.T) ... ok` for the listed tests. A test package's `__init__`
 on a pytest row patches pytest's reports in its process. test.sh resets only the files its
 test patch touches (the adapters' `get_test_commands`).
 
-    test side    a folder named test, tests, testing or e2e; a file test_*.py, *_test.py,
-                 tests.py or conftest.py; SymPy's runner (bin/test, sympy/utilities/runtests.py
-                 and pytest.py, as swebench runs it)
+    test side    a folder named test, tests, testing or e2e, or JavaScript's __tests__,
+                 __mocks__, __snapshots__, __fixtures__; a file test_*.py, *_test.py,
+                 tests.py, conftest.py, *.test.* or *.spec.* (jest, vitest, mocha), *_test.go,
+                 tests.rs; SymPy's runner (bin/test, sympy/utilities/runtests.py and
+                 pytest.py, as swebench runs it)
     less         every path the gold patch touches: the oracle's changes are the answer,
                  whatever their names
 
@@ -30,7 +35,9 @@ from pathlib import Path
 
 # forge-data's importer writes the same rule as git pathspecs (`importers/_layout.TEST_SIDE`)
 TEST_SIDE = re.compile(
-    r"(^|/)(test|tests|testing|e2e)/|(^|/)(test_[^/]*|[^/]*_test|tests|conftest)\.py$"
+    r"(^|/)(test|tests|testing|e2e|__tests__|__mocks__|__snapshots__|__fixtures__)/"
+    r"|(^|/)(test_[^/]*|[^/]*_test|tests|conftest)\.py$"
+    r"|(^|/)[^/]+\.(test|spec)\.[^/]+$|(^|/)[^/]*_test\.go$|(^|/)tests\.rs$"
 )
 RUNNER_FILES = {  # swebench runs SymPy's rows with bin/test, which loads these
     "sympy/sympy": frozenset(
@@ -39,6 +46,7 @@ RUNNER_FILES = {  # swebench runs SymPy's rows with bin/test, which loads these
 }
 _PATCH_PATH = re.compile(r"^(?:--- a/|\+\+\+ b/)(\S+)", re.M)
 CONFIG_MAX_BYTES = 64 << 20  # a row's patches: larger is not a row
+SOLUTION_PATCHES = ("*.patch", "*.diff")  # solution/'s own gold patch (SWE-gen-JS: fix.patch)
 
 
 @dataclass(frozen=True)
@@ -61,9 +69,7 @@ def gold_paths(patch: str) -> frozenset[str]:
     return frozenset(_PATCH_PATH.findall(patch))
 
 
-def task_test_side(task_dir: Path) -> TestSide | None:
-    """The test side of the task at `task_dir`; None when it is not SWE-bench-shaped (no
-    tests/config.json holding a gold `patch` and FAIL_TO_PASS, or one that cannot be read)."""
+def _row_side(task_dir: Path) -> TestSide | None:
     path = task_dir / "tests" / "config.json"
     try:
         if path.stat().st_size > CONFIG_MAX_BYTES:
@@ -78,3 +84,22 @@ def task_test_side(task_dir: Path) -> TestSide | None:
         return None
     runner = RUNNER_FILES.get(str(row.get("repo") or "").lower(), frozenset())
     return TestSide(gold=gold_paths(patch), runner=runner)
+
+
+def _solution_side(task_dir: Path) -> TestSide | None:
+    gold: set[str] = set()
+    for pattern in SOLUTION_PATCHES:
+        for path in sorted((task_dir / "solution").glob(pattern)):
+            try:
+                if path.is_file() and path.stat().st_size <= CONFIG_MAX_BYTES:
+                    gold |= gold_paths(path.read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                continue
+    return TestSide(gold=frozenset(gold)) if gold else None
+
+
+def task_test_side(task_dir: Path) -> TestSide | None:
+    """The test side of the task at `task_dir`; None when its gold patch is not known (no
+    tests/config.json holding a gold `patch` and FAIL_TO_PASS, no solution/*.patch or *.diff
+    naming a path, or neither can be read)."""
+    return _row_side(task_dir) or _solution_side(task_dir)
