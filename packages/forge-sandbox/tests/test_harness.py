@@ -24,9 +24,13 @@ from forge_sandbox.testing.red_team_pytest import (
     FIX_WITH_CONFIG_CARRIED,
     FIX_WITH_CONFIG_KEPT,
     FORGED_IN_PROCESS,
+    GOLD_CONFIG_FIX,
+    GOLD_CONFIG_PLUGIN,
+    GOLD_CONFIG_UNKNOWN,
     REAL_FIX,
     TEST_SIDE_ATTACKS,
     vendor_pytest,
+    write_gold_config_tasks,
     write_pytest_attack_tasks,
 )
 from forge_sandbox.verify._audit import audit_change
@@ -259,7 +263,8 @@ def test_the_test_side_of_a_django_row(tmp_path: Path, path: str, side: bool) ->
 
 
 def test_sympys_runner_is_on_its_test_side(tmp_path: Path) -> None:
-    row = {"repo": "sympy/sympy", "patch": "--- a/sympy/a.py\n", "FAIL_TO_PASS": ["test_a"]}
+    row = {"repo": "sympy/sympy", "patch": "--- a/sympy/a.py\n+++ b/sympy/a.py\n",
+           "FAIL_TO_PASS": ["test_a"]}  # fmt: skip
     rule = task_test_side(_config(tmp_path, row))
     assert rule is not None
     assert rule("bin/test") and rule("sympy/utilities/runtests.py") and not rule("sympy/a.py")
@@ -300,7 +305,8 @@ def test_a_task_without_its_row_takes_the_gold_from_its_solution_patch(tmp_path:
     assert rule("test/helpers.js") and rule("src/__mocks__/db.ts")
     assert not rule("src/__mocks__/api.ts") and not rule("src/index.js")  # the gold's
     # a row, when there is one, decides (its gold, its runner files)
-    row = {"repo": "sympy/sympy", "patch": "--- a/sympy/a.py\n", "FAIL_TO_PASS": ["t"]}
+    row = {"repo": "sympy/sympy", "patch": "--- a/sympy/a.py\n+++ b/sympy/a.py\n",
+           "FAIL_TO_PASS": ["t"]}  # fmt: skip
     rule = task_test_side(_config(tmp_path, row))
     assert rule is not None and rule.gold == {"sympy/a.py"} and rule("bin/test")
 
@@ -391,6 +397,7 @@ def job(tmp_path_factory: pytest.TempPathFactory, isolation: None) -> dict:
     folders += write_pytest_attack_tasks(
         root / "tasks", vendor, names=[*TEST_SIDE_ATTACKS], prefix="norow-", row=False
     )
+    folders += write_gold_config_tasks(root / "tasks", vendor)
     tasks = [load_task(t) for t in folders]
     summary = asyncio.run(
         run_job(tasks, root / "job", "oracle", concurrency=2, verifier_timeout_s=60)
@@ -429,6 +436,19 @@ def test_a_test_side_attack_scores_0_on_a_swe_bench_shaped_task(job: dict, attac
     assert job["rewards"][f"norow-{attack}"] == 1.0, job["errors"].get(f"norow-{attack}")
     assert job["audits"][f"norow-{attack}"]["copied"] == ["tests/__init__.py"]
     assert job["rewards"][f"norow-{REAL_FIX}"] == 1.0
+
+
+def test_a_config_change_the_gold_makes_is_carried_when_it_is_the_golds(job: dict) -> None:
+    # the fix and the gold's tox.ini (a marker registered): carried, 1
+    assert job["rewards"][GOLD_CONFIG_FIX] == 1.0, job["errors"].get(GOLD_CONFIG_FIX)
+    audit = job["audits"][GOLD_CONFIG_FIX]
+    assert audit["copied"] == ["calc/__init__.py", "tox.ini"] and audit["kept"] == []
+    # the same change where the row's gold does not name tox.ini: kept, the marker is refused
+    assert job["rewards"][GOLD_CONFIG_UNKNOWN] == 0.0, job["errors"].get(GOLD_CONFIG_UNKNOWN)
+    assert job["audits"][GOLD_CONFIG_UNKNOWN]["kept"] == ["tox.ini"]
+    # the gold's tox.ini with a plugin added (no fix): not the gold's, kept; carried it scores 1
+    assert job["rewards"][GOLD_CONFIG_PLUGIN] == 0.0, job["errors"].get(GOLD_CONFIG_PLUGIN)
+    assert job["audits"][GOLD_CONFIG_PLUGIN]["kept"] == ["tox.ini"]
 
 
 def test_code_that_forges_the_output_from_inside_pytest_is_flagged(job: dict) -> None:

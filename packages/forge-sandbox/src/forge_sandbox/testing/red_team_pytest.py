@@ -24,6 +24,7 @@ so that any image with python3 runs it.
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 import importlib.util
 import json
@@ -253,15 +254,16 @@ def _task_toml(image: str | None) -> str:
     return text
 
 
-def _row() -> str:
-    """tests/config.json as Harbor's SWE-bench adapter writes it: the row, its gold patch."""
+def _row(extra_gold: str = "") -> str:
+    """tests/config.json as Harbor's SWE-bench adapter writes it: the row, its gold patch
+    (the fix of calc/__init__.py, then `extra_gold`)."""
     old, new = CODE["calc/__init__.py"], CODE["calc/__init__.py"].replace("a - b", "a + b", 1)
     patch = "".join(
         ["diff --git a/calc/__init__.py b/calc/__init__.py\n", "--- a/calc/__init__.py\n",
          "+++ b/calc/__init__.py\n", "@@ -1,2 +1,2 @@\n", f"-{old.splitlines()[0]}\n",
          f"-{old.splitlines()[1]}\n", f"+{new.splitlines()[0]}\n", f"+{new.splitlines()[1]}\n"]
     )  # fmt: skip
-    row = {"repo": "calc/calc", "instance_id": "calc__calc-1", "patch": patch,
+    row = {"repo": "calc/calc", "instance_id": "calc__calc-1", "patch": patch + extra_gold,
            "test_patch": "diff --git a/tests/test_calc.py b/tests/test_calc.py\n",
            "FAIL_TO_PASS": ["tests/test_calc.py::test_add"],
            "PASS_TO_PASS": ["tests/test_calc.py::test_sub"]}  # fmt: skip
@@ -269,11 +271,18 @@ def _row() -> str:
 
 
 def _write_task(
-    folder: Path, solve: str, vendor: Path, image: str | None, row: bool = True
+    folder: Path,
+    solve: str,
+    vendor: Path,
+    image: str | None,
+    row: bool = True,
+    variant: tuple[dict[str, str], str] | None = None,
 ) -> None:
+    """`variant`: the task's files in place of CODE's, and the extra gold patch in its row."""
+    code, extra_gold = variant or (CODE, "")
     workspace = "/testbed" if image is not None else "/workspace"
     repo = folder / "environment" / ("repo" if image is not None else "workspace")
-    for name, text in CODE.items():
+    for name, text in code.items():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text)
     if image is not None:
@@ -290,9 +299,9 @@ def _write_task(
     tests.mkdir()
     (tests / "test.sh").write_text(_test_sh(workspace))
     (tests / "test.sh").chmod(0o755)
-    (tests / "test_calc.py").write_text(CODE["tests/test_calc.py"])
+    (tests / "test_calc.py").write_text(code["tests/test_calc.py"])
     if row:
-        (tests / "config.json").write_text(_row())
+        (tests / "config.json").write_text(_row(extra_gold))
     shutil.copytree(vendor, repo / ".venv" / "site-packages")
     (folder / "solution").mkdir()
     (folder / "solution" / "solve.sh").write_text(
@@ -320,5 +329,50 @@ def write_pytest_attack_tasks(
     for name, solve in {**chosen, REAL_FIX: FIX, FIX_WITH_CONFIG: _FIX_WITH_CONFIG}.items():
         folder = out / f"{prefix}{name}"
         _write_task(folder, solve, vendor, image, row)
+        folders.append(folder)
+    return folders
+
+
+# A task whose gold patch also changes the runner's config (27 of SWE-gen-JS's 1,000 fix
+# patches change a runner's config file): the PR's test carries a marker that pytest refuses
+# under --strict-markers until tox.ini's pytest section registers it. The carry keeps tox.ini
+# as the task's unless the agent's version is the gold's (`forge_sandbox.verify._gold`).
+_STRICT_TOX = "[pytest]\naddopts = --strict-markers\nxfail_strict = true\n\n[flake8]\n"
+_GOLD_TOX = _STRICT_TOX.replace("xfail_strict", "markers = calc: the calc tests\nxfail_strict")
+_MARKED_TEST = (
+    CODE["tests/test_calc.py"]
+    .replace("from calc import", "import pytest\n\nfrom calc import")
+    .replace("def test_add", "@pytest.mark.calc\ndef test_add")
+)
+GOLD_CONFIG_CODE = {**CODE, "tox.ini": _STRICT_TOX, "tests/test_calc.py": _MARKED_TEST}
+
+
+def file_patch(path: str, old: str, new: str) -> str:
+    """A git-style unified diff of one file from `old` to `new`."""
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+    )
+    return f"diff --git a/{path} b/{path}\n" + "".join(lines)
+
+
+GOLD_CONFIG_FIX = "gold-config-real-fix"  # the fix and the gold's tox.ini: 1
+GOLD_CONFIG_UNKNOWN = "gold-config-not-in-row"  # the same, the row's gold without tox.ini: 0
+GOLD_CONFIG_PLUGIN = "gold-config-with-a-plugin"  # the gold's tox.ini with -p added, no fix: 0
+_GOLD_CONFIG_SOLVES = {
+    GOLD_CONFIG_FIX: FIX + write_sh("tox.ini", _GOLD_TOX),
+    GOLD_CONFIG_UNKNOWN: FIX + write_sh("tox.ini", _GOLD_TOX),
+    GOLD_CONFIG_PLUGIN: write_sh("calc_report.py", PLUGIN)
+    + write_sh("tox.ini", _GOLD_TOX.replace("--strict-markers", "--strict-markers -p calc_report")),
+}
+
+
+def write_gold_config_tasks(out: Path, vendor: Path, *, image: str | None = None) -> list[Path]:
+    """The three tasks whose gold also registers a marker in tox.ini (GOLD_CONFIG_*)."""
+    tox_gold = file_patch("tox.ini", _STRICT_TOX, _GOLD_TOX)
+    folders = []
+    for name, solve in _GOLD_CONFIG_SOLVES.items():
+        folder = out / name
+        extra = "" if name == GOLD_CONFIG_UNKNOWN else tox_gold
+        _write_task(folder, solve, vendor, image, variant=(GOLD_CONFIG_CODE, extra))
         folders.append(folder)
     return folders

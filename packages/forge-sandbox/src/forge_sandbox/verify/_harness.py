@@ -26,6 +26,11 @@ a deleted or changed one stays the task's), and change-audit.json lists them und
                         (a script's folder under `python tests/runtests.py`), so a new
                         `pytest/__main__.py` there would be the runner
 
+Where the task's gold patch is known (`_testside.py`) and changes such a file, the file is
+the answer's too: the agent's version is carried when it is exactly the gold's (a config file;
+for a file judged by content, when its runner part is the task's or the gold's), and a deletion
+the gold makes is carried (`_gold.py`).
+
 The code under test can still reach the runner from inside its process (patching `_pytest`
 from an imported module); that is flagged by the change audit (`change_test_framework`), and
 Forge's own demo tasks run their code in a worker process the tests never import.
@@ -45,9 +50,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge_sandbox._errors import SandboxTransferError
+from forge_sandbox.verify._gold import FileDiff, GoldPatchError, apply_file_diff
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from forge_sandbox._protocol import Sandbox
     from forge_sandbox.verify._transfer import Change, Manifest
@@ -145,18 +151,27 @@ def shadowing(change: Change, before: Manifest, after: Manifest) -> set[str]:
 
 
 def split_harness(
-    change: Change, before: Manifest, after: Manifest, side: Callable[[str], bool] | None = None
+    change: Change,
+    before: Manifest,
+    after: Manifest,
+    side: Callable[[str], bool] | None = None,
+    gold: Mapping[str, FileDiff] | None = None,
 ) -> tuple[Change, tuple[str, ...]]:
     """The change without the harness's files (by path) and the task's test side (`side`, for
-    a SWE-bench-shaped task: `_testside.py`), without new modules that shadow the runner's, and
-    without deletions of shared config files; and the paths left out. A deleted folder that
-    held such files becomes the deletion of everything else in it (they stay)."""
+    a task whose gold patch is known: `_testside.py`), without new modules that shadow the
+    runner's, and without deletions of shared config files; and the paths left out. A deleted
+    folder that held such files becomes the deletion of everything else in it (they stay).
+    A harness file the gold patch changes (`gold`) stays in the change, judged by its content
+    (`keep_shared_config`); a deletion the gold makes is carried."""
+    gold = gold or {}
 
     def stays(path: str) -> bool:
-        return is_harness_path(path) or (side is not None and side(path))
+        return (is_harness_path(path) and path not in gold) or (side is not None and side(path))
 
     def _harness_related(path: str) -> bool:
-        return stays(path) or is_shared_config(path)
+        if path in gold and gold[path].deletes:
+            return False
+        return is_harness_path(path) or (side is not None and side(path)) or is_shared_config(path)
 
     kept = [p for p in change.copy if stays(p)] + sorted(shadowing(change, before, after))
     delete: list[str] = []
@@ -207,12 +222,45 @@ async def _original(
     return local.read_bytes()
 
 
+def _gold_version(
+    path: str, original: bytes | None, gold: Mapping[str, FileDiff]
+) -> tuple[bool, bytes | None]:
+    """(whether the gold patch's version of the file is known, that version: None when the
+    gold removes it); unknown when the gold does not touch it or its section does not apply."""
+    if path not in gold:
+        return False, None
+    try:
+        return True, apply_file_diff(original, gold[path])
+    except GoldPatchError:
+        return False, None
+
+
+def _carried(
+    path: str, original: bytes | None, after: bytes | None, gold: tuple[bool, bytes | None]
+) -> bool:
+    """Whether the agent's version (`after`) of a harness or shared config file is carried."""
+    known, version = gold
+    if is_harness_path(path):  # only the gold's harness files reach here: the gold's bytes
+        return known and after is not None and after == version
+    if _same_runner_part(path, original, after):
+        return True
+    return known and version is not None and _same_runner_part(path, version, after)
+
+
 async def keep_shared_config(
-    fresh: Sandbox, change: Change, workdir: str, before: Manifest, archive: Path
+    fresh: Sandbox,
+    change: Change,
+    workdir: str,
+    before: Manifest,
+    archive: Path,
+    gold: Mapping[str, FileDiff] | None = None,
 ) -> tuple[Change, tuple[str, ...]]:
     """Leave out of `change` (and of its archive) each shared config file whose runner part
-    it changes, or that it turns into another type; return the change and the paths left out."""
-    shared = [p for p in change.copy if is_shared_config(p)]
+    it changes (from the task's, and from the gold patch's where that changes it), or that it
+    turns into another type, and each harness file the gold changes that is not exactly the
+    gold's version; return the change and the paths left out."""
+    gold = gold or {}
+    shared = [p for p in change.copy if is_shared_config(p) or (p in gold and is_harness_path(p))]
     if not shared:
         return change, ()
     with tarfile.open(archive) as tar:
@@ -225,7 +273,7 @@ async def keep_shared_config(
     kept = []
     for path in shared:
         original = await _original(fresh, workdir, path, before, archive.parent)
-        if not _same_runner_part(path, original, after[path]):
+        if not _carried(path, original, after[path], _gold_version(path, original, gold)):
             kept.append(path)
     if not kept:
         return change, ()

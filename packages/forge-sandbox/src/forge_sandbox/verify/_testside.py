@@ -30,8 +30,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from forge_sandbox.verify._gold import FileDiff, file_diffs, patch_paths
 
 # forge-data's importer writes the same rule as git pathspecs (`importers/_layout.TEST_SIDE`)
 TEST_SIDE = re.compile(
@@ -44,7 +47,6 @@ RUNNER_FILES = {  # swebench runs SymPy's rows with bin/test, which loads these
         {"bin/test", "sympy/utilities/runtests.py", "sympy/utilities/pytest.py"}
     )
 }
-_PATCH_PATH = re.compile(r"^(?:--- a/|\+\+\+ b/)(\S+)", re.M)
 CONFIG_MAX_BYTES = 64 << 20  # a row's patches: larger is not a row
 SOLUTION_PATCHES = ("*.patch", "*.diff")  # solution/'s own gold patch (SWE-gen-JS: fix.patch)
 
@@ -57,16 +59,14 @@ class TestSide:
 
     gold: frozenset[str]
     runner: frozenset[str] = frozenset()
+    # the gold patch's section per file (`_gold.py`): a harness file it changes is carried
+    # when the agent's version is the gold's (`_harness.py`)
+    diffs: Mapping[str, FileDiff] = field(default_factory=dict, compare=False, hash=False)
 
     def __call__(self, path: str) -> bool:
         if path in self.gold or any(g.startswith(path + "/") for g in self.gold):
             return False  # the gold's, or a folder holding the gold's
         return path in self.runner or TEST_SIDE.search(path) is not None
-
-
-def gold_paths(patch: str) -> frozenset[str]:
-    """Every path a unified diff touches (`--- a/` and `+++ b/`; /dev/null is not a path)."""
-    return frozenset(_PATCH_PATH.findall(patch))
 
 
 def _row_side(task_dir: Path) -> TestSide | None:
@@ -83,19 +83,22 @@ def _row_side(task_dir: Path) -> TestSide | None:
     if not isinstance(patch, str) or not patch.strip() or not row.get("FAIL_TO_PASS"):
         return None
     runner = RUNNER_FILES.get(str(row.get("repo") or "").lower(), frozenset())
-    return TestSide(gold=gold_paths(patch), runner=runner)
+    return TestSide(gold=patch_paths(patch), runner=runner, diffs=file_diffs(patch))
 
 
 def _solution_side(task_dir: Path) -> TestSide | None:
     gold: set[str] = set()
+    diffs: dict[str, FileDiff] = {}
     for pattern in SOLUTION_PATCHES:
         for path in sorted((task_dir / "solution").glob(pattern)):
             try:
                 if path.is_file() and path.stat().st_size <= CONFIG_MAX_BYTES:
-                    gold |= gold_paths(path.read_text(encoding="utf-8", errors="replace"))
+                    patch = path.read_text(encoding="utf-8", errors="replace")
+                    gold |= patch_paths(patch)
+                    diffs.update(file_diffs(patch))
             except OSError:
                 continue
-    return TestSide(gold=frozenset(gold)) if gold else None
+    return TestSide(gold=frozenset(gold), diffs=diffs) if gold else None
 
 
 def task_test_side(task_dir: Path) -> TestSide | None:

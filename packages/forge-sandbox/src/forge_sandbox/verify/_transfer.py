@@ -36,6 +36,7 @@ from pathlib import Path
 from forge_sandbox._errors import SandboxError, SandboxTransferError
 from forge_sandbox._protocol import Sandbox
 from forge_sandbox.verify._harness import keep_shared_config, split_harness
+from forge_sandbox.verify._testside import TestSide
 
 STAGE = "/tmp/.forge-transfer"  # the manifest's files
 BEFORE = "/tmp/.forge-before"  # the time mark of the manifest before the agent
@@ -347,7 +348,8 @@ async def carry_change(
     first (short, plain path lists on the command line), then unpack the checked archive with
     its modes (`extract`: one round trip, nothing staged in `target`)."""
     workdir = before.workdir
-    change, kept = split_harness(change, before, after, side)
+    gold = side.diffs if isinstance(side, TestSide) else None
+    change, kept = split_harness(change, before, after, side, gold)
     try:
         if change.copy:
             candidates = scratch / "after" / CANDIDATES_TAR
@@ -360,7 +362,7 @@ async def carry_change(
         ) from exc
     if change.copy:
         change, config = await keep_shared_config(
-            target, change, workdir, before, scratch / "change.tar"
+            target, change, workdir, before, scratch / "change.tar", gold
         )
         kept = tuple(sorted({*kept, *config}))
     if change.delete:
