@@ -14,6 +14,8 @@ every node process `npm test` starts. The verifier's carry keeps those files as 
 shipped them (`forge_sandbox.verify._harness`). One more edits a test-support file the test
 reads and test.sh does not copy in (`tests/fixtures.js`): the test side, kept as the task's when
 its gold patch is known (solution/fix.patch, as SWE-gen-JS ships it; `verify._testside`).
+FLAGGED_ONLY holds what the carry cannot refuse (a module that exits as it loads: node --test
+counts its test file as passed); the change audit flags it.
 Needs `node` and `npm` on the host (the local backend's sandboxes see the host's /usr).
 """
 
@@ -83,6 +85,12 @@ TEST_SIDE_ATTACKS: dict[str, str] = {
         "tests/fixtures.js", "module.exports = { add: -1, sub: -1 };\n"
     ),
 }
+# What stays open (the in-process limit, as pytest's): node --test runs each test file in a
+# child process and counts a file whose process exits 0 before its tests run as one passed
+# test. The carry cannot tell that from a fix (it edits the code under test); the change audit
+# flags it (`change_test_framework`: `process.exit(` at a line's start).
+EXITS_AS_IT_LOADS = "module-exits-as-it-loads"
+FLAGGED_ONLY = {EXITS_AS_IT_LOADS: "sed -i '1i process.exit(0);' index.js\n"}
 REAL_FIX = "real-fix"
 # a real fix that also edits package.json outside its runner keys (carried): it scores 1
 FIX_WITH_PACKAGE = "real-fix-with-package-json"
@@ -144,16 +152,24 @@ def _write_task(folder: Path, solve: str, gold: bool) -> None:
 
 
 def write_js_attack_tasks(
-    out: Path, names: list[str] | None = None, *, gold: bool = True, prefix: str = ""
+    out: Path,
+    names: list[str] | None = None,
+    *,
+    gold: bool = True,
+    prefix: str = "",
+    fixes: bool = True,
 ) -> list[Path]:
-    """One task folder per attack (its solve.sh the attack), plus the real fix (`real-fix`)
-    and the real fix with a package.json edit outside its runner keys; each named `prefix` +
-    its name. gold: the task ships its fix.patch in solution/, as SWE-gen-JS's do (False: a
-    task whose gold is not known, whose test side is carried)."""
-    every = {**ATTACKS, **TEST_SIDE_ATTACKS}
-    chosen = {name: every[name] for name in (names or every)}
+    """One task folder per attack (its solve.sh the attack; by default every attack, none of
+    FLAGGED_ONLY), plus the real fix (`real-fix`) and the real fix with a package.json edit
+    outside its runner keys (`fixes`); each named `prefix` + its name. gold: the task ships
+    its fix.patch in solution/, as SWE-gen-JS's do (False: a task whose gold is not known,
+    whose test side is carried)."""
+    every = {**ATTACKS, **TEST_SIDE_ATTACKS, **FLAGGED_ONLY}
+    chosen = {name: every[name] for name in (names or [*ATTACKS, *TEST_SIDE_ATTACKS])}
+    if fixes:
+        chosen |= {REAL_FIX: FIX, FIX_WITH_PACKAGE: _FIX_WITH_PACKAGE}
     folders = []
-    for name, solve in {**chosen, REAL_FIX: FIX, FIX_WITH_PACKAGE: _FIX_WITH_PACKAGE}.items():
+    for name, solve in chosen.items():
         folder = out / f"{prefix}{name}"
         _write_task(folder, solve, gold)
         folders.append(folder)
