@@ -418,6 +418,16 @@ GO_FAIL = (  # go 1.19, no -v: the failing test's line, its package, a package w
     "?   \texample.com/m/sub\t[no test files]\nFAIL\n"
 )
 GO_OK = "ok  \texample.com/m\t0.002s\n?   \texample.com/m/sub\t[no test files]\n"
+# Maven 3.8 + surefire 2.22 (Debian's, offline): a class line, then the module's summary
+MAVEN = (
+    "[INFO] Running calc.CalcTest\n[ERROR] Tests run: 2, Failures: 1, Errors: 0, Skipped: 0, "
+    "Time elapsed: 0.133 s <<< FAILURE! - in calc.CalcTest\n[INFO] \n[INFO] Results:\n"
+    "[ERROR] Failures: \n[ERROR]   CalcTest.add:5 expected:<5> but was:<-1>\n[INFO] \n"
+    "[ERROR] Tests run: 2, Failures: 1, Errors: 0, Skipped: 0\n"
+)
+MAVEN_COLOUR = (  # without -B it colours a pipe too
+    "[\x1b[1;34mINFO\x1b[m] \x1b[1;32mTests run: 2, Failures: 0, Errors: 0, Skipped: 0\x1b[m\n"
+)
 
 
 @pytest.mark.parametrize(
@@ -479,6 +489,15 @@ GO_OK = "ok  \texample.com/m\t0.002s\n?   \texample.com/m/sub\t[no test files]\n
         ),
         (GO_OK, "", "go-test", "stdout: 1 go test packages ok"),
         ("ok  \texample.com/m\t(cached)\n", "", "go-test", "stdout: 1 go test packages ok"),
+        (MAVEN, "", "surefire", "stdout: Maven test summary, 2 ran"),
+        (MAVEN_COLOUR, "", "surefire", "stdout: Maven test summary, 2 ran"),
+        # a run cut before its summary: the per-class lines count
+        (
+            "[INFO] Tests run: 3, Failures: 0, Errors: 0, Skipped: 1, Time elapsed: 0.1 s\n",
+            "",
+            "surefire",
+            "stdout: Maven test summary, 2 ran",
+        ),
     ],
 )
 def test_the_evidence_found_and_what_it_says(stdout, stderr, kind, detail) -> None:
@@ -508,6 +527,8 @@ def test_the_evidence_found_and_what_it_says(stdout, stderr, kind, detail) -> No
         "error: could not compile `demo` (lib test) due to 1 previous error\n",
         "ok  \texample.com/m\t0.002s [no tests to run]\n",
         "FAIL\texample.com/m [build failed]\n?   \texample.com/m/sub\t[no test files]\nFAIL\n",
+        "[INFO] Tests run: 1, Failures: 0, Errors: 0, Skipped: 1\n",  # skipped only
+        "[ERROR] COMPILATION ERROR : \n[INFO] BUILD FAILURE\n",
     ],
 )
 def test_streams_that_show_nothing_ran(stream) -> None:

@@ -20,6 +20,9 @@ failing patch. A reward counts only when the run shows its tests ran, by one of:
                       prints `0 passed; 0 failed`: not evidence)
     go-test           Go's `--- PASS: T` / `--- FAIL: T` lines, or a package's `ok  <pkg>
                       <time>` without `[no tests to run]` (`FAIL <pkg> [build failed]` is not)
+    surefire          Maven's test summary `Tests run: N, Failures: F, Errors: E, Skipped: S`
+                      (surefire; JUnit under Maven) with N - S >= 1 (Gradle prints no counts:
+                      its junit XML copied to /logs/verifier is its evidence)
     junit             a `*.xml` under /logs/verifier with at least one `<testcase>`
     ctrf              a `*.json` under /logs/verifier with a non-empty `results.tests` list
 
@@ -37,7 +40,15 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 EvidenceKind = Literal[
-    "swebench-markers", "pytest", "unittest", "js-runner", "cargo-test", "go-test", "junit", "ctrf"
+    "swebench-markers",
+    "pytest",
+    "unittest",
+    "js-runner",
+    "cargo-test",
+    "go-test",
+    "surefire",
+    "junit",
+    "ctrf",
 ]
 
 START_MARKER = ">>>>> Start Test Output"
@@ -64,6 +75,12 @@ _JS_SUMMARIES = (  # (runner, its summary line; group 1 counts tests)
 _CARGO_RESULT = re.compile(r"^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed;", re.M)
 # go test: a test's verdict line (-v, and every failure), or a package that ran tests
 _GO_VERDICT = re.compile(r"^ *--- (?:PASS|FAIL): \S", re.MULTILINE)
+# Maven's summary per module, and its line per test class (`, Time elapsed: ...` after it)
+_SUREFIRE = re.compile(
+    r"^(?:\[\w+\] )?Tests run: (\d+), Failures: \d+, Errors: \d+, Skipped: (\d+)"
+    r"(, Time elapsed)?",
+    re.MULTILINE,
+)
 _GO_PACKAGE_OK = re.compile(
     r"^ok  \t\S+\t(?:[\d.]+s|\(cached\))(?![^\n]*\[no tests to run\])", re.M
 )
@@ -72,7 +89,7 @@ EVIDENCE_FIX = (
     "make tests/test.sh show that its tests ran: print SWE-bench's markers "
     f"('{START_MARKER}' / '{END_MARKER}') around the test command, run pytest with -rA, "
     "unittest with -v, a JavaScript runner with its summary (mocha, jest, vitest, ava, tap, "
-    "uvu, node --test, TAP), cargo test or go test, or write a junit XML or CTRF JSON "
+    "uvu, node --test, TAP), cargo test, go test or Maven, or write a junit XML or CTRF JSON "
     "report under /logs/verifier/"
 )
 
@@ -113,6 +130,11 @@ def _stream_evidence(name: str, stream: str) -> Evidence | None:
         return Evidence(kind="go-test", detail=f"{name}: {len(verdicts)} go test verdict lines")
     if packages := _GO_PACKAGE_OK.findall(plain):
         return Evidence(kind="go-test", detail=f"{name}: {len(packages)} go test packages ok")
+    found = _SUREFIRE.findall(plain)
+    summaries = [(n, s) for n, s, per_class in found if not per_class]
+    lines = summaries or [(n, s) for n, s, _ in found]  # a run cut before its summary
+    if (surefire := sum(int(n) - int(s) for n, s in lines)) >= 1:
+        return Evidence(kind="surefire", detail=f"{name}: Maven test summary, {surefire} ran")
     return None
 
 
