@@ -328,13 +328,14 @@ def test_every_listed_test_passing_keeps_the_reward_and_writes_the_report(tmp_pa
     run = _run(stdout="PASSED t.py::test_a\n", stderr="t.py::test_b PASSED [100%]\n")
     report, rewards = _grade_listed(task, run, BOX, {"reward": 1.0, "x": 1}, out)  # type: ignore[arg-type]
     assert report == TestReport(
-        listed=2, passed=("t.py::test_a", "t.py::test_b"), failed=(), missing=()
+        listed=2, result_lines=2, passed=("t.py::test_a", "t.py::test_b"), failed=(), missing=()
     )
     assert rewards == {"reward": 1.0, "x": 1}
     written = json.loads((out / "listed-tests.json").read_text())
     assert written == {
         "schema_version": "forge-sandbox/listed-tests@1",
         "listed": 2,
+        "result_lines": 2,
         "passed": ["t.py::test_a", "t.py::test_b"],
         "failed": [],
         "missing": [],
@@ -350,6 +351,50 @@ def test_a_listed_test_not_seen_passing_zeroes_every_reward(tmp_path: Path) -> N
     assert report is not None and report.missing == ("t.py::test_b",)
     assert rewards == {"reward": 0.0, "x": 0.0}
     assert json.loads((out / "listed-tests.json").read_text())["missing"] == ["t.py::test_b"]
+
+
+def test_a_run_with_no_result_line_in_any_format_read_is_no_verdict(tmp_path: Path) -> None:
+    """jest's `✓ title` lines (a SWE-bench Multilingual JavaScript row) are no format the
+    listed check reads: that is no verdict, not a 0 for every trial, the oracle's included."""
+    out = tmp_path / "out"
+    out.mkdir()
+    task = _task(tmp_path, ["renders the title"], [])
+    run = _run(stdout="PASS src/a.test.js\n  \u2713 renders the title (5 ms)\n")
+    message = _error(
+        lambda: _grade_listed(task, run, BOX, {"reward": 1.0}, out),  # type: ignore[arg-type]
+        VerifierNoEvidenceError,
+    )
+    assert message.startswith(
+        "verifier: expected result lines of the task's 1 listed tests in test.sh's output "
+        "(pytest -rA or -v, unittest -v, SymPy's bin/test, go test -v, cargo test); found no "
+        "test's result line in any of these"
+    )
+    assert json.loads((out / "listed-tests.json").read_text())["result_lines"] == 0
+    # a collection error is a result line: its listed tests are missing, the reward 0
+    crashed = _run(stdout="ERROR tests/test_a.py - ImportError: cannot import name 'b'\n")
+    (tmp_path / "c").mkdir()
+    report, rewards = _grade_listed(
+        _task(tmp_path / "c", ["tests/test_a.py::test_b"], []), crashed, BOX, {"reward": 1.0}, out
+    )  # type: ignore[arg-type]
+    assert report is not None and report.missing == ("tests/test_a.py::test_b",)
+    assert rewards == {"reward": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # go test -v as SWE-bench's parser reads it (ids: the test, a subtest by its path)
+        ("=== RUN   TestA\n--- PASS: TestA (0.00s)\n    --- FAIL: TestA/sub_1 (0.01s)\n",
+         {"TestA": {"PASSED"}, "TestA/sub_1": {"FAILED"}}),
+        ("--- SKIP: TestB (0.00s)\n", {"TestB": {"SKIPPED"}}),
+        # cargo test (libtest)
+        ("test regression::r1878 ... ok\ntest tests::b ... FAILED\ntest slow ... ignored\n",
+         {"regression::r1878": {"PASSED"}, "tests::b": {"FAILED"}, "slow": {"SKIPPED"}}),
+        ("test result: ok. 1 passed; 0 failed\n", {}),
+    ],
+)  # fmt: skip
+def test_go_and_cargo_result_lines(text: str, expected: dict) -> None:
+    assert result_lines(text) == expected
 
 
 def test_a_cut_output_gives_no_verdict_on_listed_tests(tmp_path: Path) -> None:
@@ -910,6 +955,6 @@ def test_listed_tests_decide_the_reward_of_a_run(tmp_path: Path) -> None:
     result = _verify(box, task, logs_dir=tmp_path / "v")
     assert result.rewards == {"reward": 0.0}
     assert result.tests == TestReport(
-        listed=2, passed=("t.py::a",), failed=(), missing=("t.py::b",)
+        listed=2, result_lines=1, passed=("t.py::a",), failed=(), missing=("t.py::b",)
     )
     assert (tmp_path / "v" / "listed-tests.json").is_file()

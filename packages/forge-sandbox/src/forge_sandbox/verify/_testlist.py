@@ -16,6 +16,11 @@ Result lines read (the runners Forge's tasks use):
     unittest -v    `test_b (pkg.mod.Class.test_b) ... ok` (Django's runner alike; a docstring
                    line may stand between the name and its status)
     SymPy          `test_b ok` / `test_b F` / `test_b E` (bin/test --verbose)
+    go test -v     `--- PASS: TestB (0.00s)`, `--- FAIL: TestB/sub (0.01s)` (SWE-bench's ids)
+    cargo test     `test mod::tests::b ... ok` / `... FAILED` / `... ignored`
+
+A runner whose per-test lines none of these read (jest's `✓ title`, Maven) gives no result line
+at all (`TestReport.result_lines` 0): the verifier makes that no verdict rather than a 0.
 
 Pure: ids and text in, outcomes out.
 """
@@ -37,6 +42,10 @@ _UNIT_STATUS = re.compile(
     r"\.\.\. (ok|FAIL|ERROR|skipped.*|expected failure|unexpected success)\s*$"
 )
 _SYMPY = re.compile(r"^(test_\w+) (ok|F|E|f|X|s|Skipped)\s*$")
+_GO = re.compile(r"^--- (PASS|FAIL|SKIP): (.+) \((.+)\)$")  # read stripped, as SWE-bench does
+_CARGO = re.compile(r"^test\s+(\S+)\s+\.\.\.\s+(\w+)$")
+_GO_STATUS = {"PASS": "PASSED", "FAIL": "FAILED", "SKIP": "SKIPPED"}
+_CARGO_STATUS = {"ok": "PASSED", "FAILED": "FAILED", "ignored": "SKIPPED"}
 
 
 class TestReport(BaseModel):
@@ -46,6 +55,9 @@ class TestReport(BaseModel):
     __test__ = False  # not a pytest class
 
     listed: int = Field(ge=0, description="FAIL_TO_PASS + PASS_TO_PASS ids the task lists.")
+    result_lines: int = Field(
+        default=0, ge=0, description="Tests with a result line in the run, listed or not."
+    )
     passed: tuple[str, ...] = Field(description="Listed ids with a passing line and no failing.")
     failed: tuple[str, ...] = Field(description="Listed ids with a failing line.")
     missing: tuple[str, ...] = Field(description="Listed ids with no result line at all.")
@@ -112,6 +124,10 @@ def result_lines(text: str) -> dict[str, set[str]]:
         elif match := _SYMPY.match(line):
             status = {"ok": "ok", "f": "expected failure"}.get(match.group(2), "FAIL")
             add([match.group(1)], status)
+        elif match := _GO.match(line.strip()):
+            add([match.group(2)], _GO_STATUS[match.group(1)])
+        elif (match := _CARGO.match(line.strip())) and match.group(2) in _CARGO_STATUS:
+            add([match.group(1)], _CARGO_STATUS[match.group(2)])
         if match := _UNIT_NAME.match(line):
             pending = (match.group(1), match.group(2))
         if pending is not None and (status_match := _UNIT_STATUS.search(line)):
@@ -144,5 +160,9 @@ def check_listed(ids: tuple[str, ...], stdout: str, stderr: str) -> TestReport:
         else:
             failed.append(test)
     return TestReport(
-        listed=len(ids), passed=tuple(passed), failed=tuple(failed), missing=tuple(missing)
+        listed=len(ids),
+        result_lines=len(seen),
+        passed=tuple(passed),
+        failed=tuple(failed),
+        missing=tuple(missing),
     )

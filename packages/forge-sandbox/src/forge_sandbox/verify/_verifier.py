@@ -234,6 +234,15 @@ def _grade_listed(
             f"{sandbox.spec.max_output_bytes} (a flood can hide failing lines): no "
             "verdict; fix: raise the sandbox's max_output_bytes, or make the tests quieter"
         )
+    if report.result_lines == 0:
+        raise VerifierNoEvidenceError(
+            f"verifier: expected result lines of the task's {len(ids)} listed tests in test.sh's "
+            "output (pytest -rA or -v, unittest -v, SymPy's bin/test, go test -v, cargo test); "
+            "found no test's result line in any of these: a runner whose per-test lines Forge "
+            "does not read (jest, mocha, Maven), or a run that ended before its tests: no "
+            "verdict (with the agent's change, its 0); fix: make test.sh print one of these "
+            "formats, or list no tests in the task (its reward then decides)"
+        )
     return report, rewards if report.all_passed else {name: 0.0 for name in rewards}
 
 
