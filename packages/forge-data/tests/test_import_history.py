@@ -503,31 +503,3 @@ def test_the_test_side_names_the_runner_and_leaves_out_the_gold_patchs_paths() -
     ]
     sympy = side_pathspecs("swebench", {"repo": "sympy/sympy", "patch": ""})
     assert ":(literal)bin/test" in sympy and not any("exclude" in s for s in sympy)
-
-
-# the same cases as forge-sandbox's regex form (tests/test_harness.py, SIDE_CASES): one rule
-SIDE_CASES = {
-    "tests/runtests.py": True, "django/test/runner.py": True, "pkg/tests.py": True,
-    "pkg/test_util.py": True, "pkg/util_test.py": True, "pkg/conftest.py": True,
-    "docs/e2e/x.txt": True, "src/__tests__/base.js": True, "src/__mocks__/api.ts": True,
-    "src/__snapshots__/a.js.snap": True, "src/__fixtures__/a.json": True,
-    "src/a.test.ts": True, "src/b.spec.jsx": True, "cli/client_test.go": True,
-    "crates/lexer/src/tests.rs": True,
-    "src/_pytest/runner.py": False, "pkg/testing.py": False, "src/app.py": False,
-    "src/latest.js": False, "src/contest.ts": False, "jest.config.js": False,
-    "src/spec/a.js": False, "cli/client.go": False, "crates/lexer/src/lib.rs": False,
-}  # fmt: skip
-
-
-def test_gits_pathspecs_select_the_test_side(tmp_path: Path) -> None:
-    """The globs as git reads them (`:(glob)`, as the image build runs them)."""
-    env = _env(tmp_path)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, env, "init", "-q")
-    _write(repo, dict.fromkeys(SIDE_CASES, "x\n"))
-    _git(repo, env, "add", "-A")
-    row = {"repo": "o/p", "patch": "--- a/src/__tests__/base.js\n+++ b/src/__tests__/base.js\n"}
-    listed = set(_git(repo, env, "ls-files", "--", *side_pathspecs("swebench", row)).split())
-    expected = {path for path, side in SIDE_CASES.items() if side} - {"src/__tests__/base.js"}
-    assert listed == expected

@@ -20,6 +20,7 @@ from forge_data.cli import main
 from forge_data.synth import REPORT_NAME, SynthConfig, synth
 from forge_data.tasks._harbor_tasks import harbor_task_dirs
 from forge_gates import read_task_config, tree_files, tree_sha256
+from forge_sandbox.testing.red_team_pytest import TEST_SIDE_ATTACKS
 
 pytest.importorskip("swesmith", reason="install forge-data[synth]")
 PROJECT = Path(__file__).parent / "fixtures" / "synth_project"
@@ -154,25 +155,14 @@ def test_a_relative_out_folder_works(tmp_path: Path, monkeypatch) -> None:
     assert len([p for p in (tmp_path / "tasks").iterdir() if p.is_dir()]) == 1
 
 
-# a new test package __init__ that rewrites pytest's reports to passed, in pytest's process:
-# the CTRF plugin then records every listed test as passed without the fix
-REPORTS_PATCHED = """\
-from _pytest.reports import TestReport
-_made = TestReport.from_item_and_call.__func__
-def _passed(cls, item, call):
-    report = _made(cls, item, call)
-    report.outcome, report.longrepr = "passed", None
-    return report
-TestReport.from_item_and_call = classmethod(_passed)
-"""
-
-
 def test_a_test_side_attack_scores_0_because_the_row_holds_the_gold(
     made: tuple[Path, dict], tmp_path: Path
 ) -> None:
     out, report = made
     name = report["tasks"][0]["name"]
-    attack = f"#!/bin/bash\ncd /workspace\ncat > tests/__init__.py <<'EOF'\n{REPORTS_PATCHED}EOF\n"
+    # the red team's: a new tests/__init__.py that rewrites pytest's reports to passed in
+    # pytest's process (the CTRF plugin then records every listed test as passed)
+    attack = "#!/bin/bash\ncd /workspace\n" + TEST_SIDE_ATTACKS["test-package-init-patches-reports"]
     for variant in ("row", "norow"):
         folder = tmp_path / "tasks" / f"{variant}-{name}"
         shutil.copytree(out / name, folder, symlinks=True)

@@ -270,25 +270,6 @@ def test_sympys_runner_is_on_its_test_side(tmp_path: Path) -> None:
     assert rule("bin/test") and rule("sympy/utilities/runtests.py") and not rule("sympy/a.py")
 
 
-# the same cases as forge-data's pathspec form (tests/test_import_history.py, SIDE_CASES)
-SIDE_CASES = {
-    "tests/runtests.py": True, "django/test/runner.py": True, "pkg/tests.py": True,
-    "pkg/test_util.py": True, "pkg/util_test.py": True, "pkg/conftest.py": True,
-    "docs/e2e/x.txt": True, "src/__tests__/base.js": True, "src/__mocks__/api.ts": True,
-    "src/__snapshots__/a.js.snap": True, "src/__fixtures__/a.json": True,
-    "src/a.test.ts": True, "src/b.spec.jsx": True, "cli/client_test.go": True,
-    "crates/lexer/src/tests.rs": True,
-    "src/_pytest/runner.py": False, "pkg/testing.py": False, "src/app.py": False,
-    "src/latest.js": False, "src/contest.ts": False, "jest.config.js": False,
-    "src/spec/a.js": False, "cli/client.go": False, "crates/lexer/src/lib.rs": False,
-}  # fmt: skip
-
-
-@pytest.mark.parametrize(("path", "side"), sorted(SIDE_CASES.items()))
-def test_the_test_sides_names_python_javascript_rust_go(path: str, side: bool) -> None:
-    assert TestSide(gold=frozenset())(path) is side
-
-
 FIX_PATCH = (  # SWE-gen-JS's solution/fix.patch: what its solve.sh applies (`patch -p1`)
     "diff --git a/src/index.js b/src/index.js\n--- a/src/index.js\n+++ b/src/index.js\n"
     "@@ -1 +1 @@\n-a\n+b\n"

@@ -139,7 +139,8 @@ with open(sys.argv[3], "w") as reward:
 # as the image had it, but for the gold patch's own paths: a changed runner, settings module or
 # test package's __init__ otherwise prints the passing lines (Django's tests/runtests.py,
 # django/test/runner.py).
-# (forge-sandbox's carry holds the same rule as a regex: `verify/_testside.TEST_SIDE`)
+# (forge-sandbox's carry holds the same rule as a regex, `verify/_testside.TEST_SIDE`; both are
+# checked against one list of paths in tools/tests/test_test_side_parity.py)
 TEST_SIDE = ("**/test/**", "**/tests/**", "**/testing/**", "**/e2e/**", "**/__tests__/**",
              "**/__mocks__/**", "**/__snapshots__/**", "**/__fixtures__/**", "**/test_*.py",
              "**/*_test.py", "**/tests.py", "**/conftest.py", "**/*.test.*", "**/*.spec.*",

@@ -64,7 +64,7 @@ def _name(header: str) -> str | None:
 def _hunk(lines: list[str], at: int) -> tuple[Hunk, int]:
     """The hunk whose `@@` line is lines[at], and the index after it."""
     head = _HUNK.match(lines[at])
-    assert head is not None
+    assert head is not None, "the caller matched its @@ line"
     old_len = int(head.group(2)) if head.group(2) is not None else 1
     new_len = int(head.group(4)) if head.group(4) is not None else 1
     old: list[str] = []

@@ -36,7 +36,8 @@ from pathlib import Path
 
 from forge_sandbox.verify._gold import FileDiff, file_diffs, patch_paths
 
-# forge-data's importer writes the same rule as git pathspecs (`importers/_layout.TEST_SIDE`)
+# forge-data's importer writes the same rule as git pathspecs (`importers/_layout.TEST_SIDE`);
+# tools/tests/test_test_side_parity.py checks both against one list of paths
 TEST_SIDE = re.compile(
     r"(^|/)(test|tests|testing|e2e|__tests__|__mocks__|__snapshots__|__fixtures__)/"
     r"|(^|/)(test_[^/]*|[^/]*_test|tests|conftest)\.py$"

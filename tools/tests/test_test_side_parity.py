@@ -1,0 +1,51 @@
+"""The test side is one rule written twice, in two packages that do not depend on each other:
+forge-sandbox's carry reads it as a regex (`verify/_testside.TEST_SIDE`), forge-data's imported
+test.sh as git pathspecs (`importers/_layout.TEST_SIDE`, run by `git ls-files` in the image
+build). Both must pick the same paths: Python's, JavaScript's, Rust's and Go's test names."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from forge_data.importers._layout import side_pathspecs
+from forge_sandbox.verify._testside import TestSide
+
+CASES = {
+    "tests/runtests.py": True, "django/test/runner.py": True, "pkg/tests.py": True,
+    "pkg/test_util.py": True, "pkg/util_test.py": True, "pkg/conftest.py": True,
+    "docs/e2e/x.txt": True, "src/__tests__/base.js": True, "src/__mocks__/api.ts": True,
+    "src/__snapshots__/a.js.snap": True, "src/__fixtures__/a.json": True,
+    "src/a.test.ts": True, "src/b.spec.jsx": True, "cli/client_test.go": True,
+    "crates/lexer/src/tests.rs": True,
+    "src/_pytest/runner.py": False, "pkg/testing.py": False, "src/app.py": False,
+    "src/latest.js": False, "src/contest.ts": False, "jest.config.js": False,
+    "src/spec/a.js": False, "cli/client.go": False, "crates/lexer/src/lib.rs": False,
+}  # fmt: skip
+GOLD = "--- a/src/__tests__/base.js\n+++ b/src/__tests__/base.js\n"  # the gold's: never the side's
+EXPECTED = {path for path, side in CASES.items() if side} - {"src/__tests__/base.js"}
+
+
+def test_the_carrys_regex_picks_the_test_side() -> None:
+    rule = TestSide(gold=frozenset({"src/__tests__/base.js"}))
+    assert {path for path in CASES if rule(path)} == EXPECTED
+
+
+def test_the_importers_pathspecs_pick_the_same_paths_through_git(tmp_path: Path) -> None:
+    git = shutil.which("git")
+    if git is None:
+        pytest.fail("expected git on PATH (the image build runs these pathspecs with it)")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+    for path in CASES:
+        (tmp_path / "repo" / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "repo" / path).write_text("x\n")
+    repo = ["-C", str(tmp_path / "repo")]
+    subprocess.run([git, *repo, "init", "-q"], env=env, check=True)
+    subprocess.run([git, *repo, "add", "-A"], env=env, check=True)
+    specs = side_pathspecs("swebench", {"repo": "o/p", "patch": GOLD})
+    listed = subprocess.run([git, *repo, "ls-files", "--", *specs], env=env, check=True,
+                            capture_output=True, text=True).stdout.split()  # fmt: skip
+    assert set(listed) == EXPECTED
