@@ -82,6 +82,15 @@ from forge_sandbox.verify._transfer import Change, Entry, Manifest
         ("package.json", False),  # shared: judged by content
         ("src/jest.configure.js", False),
         ("lib/mocharc.js", False),
+        # the setup files a runner loads into every test (jest's setupFiles, CRA's)
+        ("src/setupTests.js", True),
+        ("jest.setup.ts", True),
+        ("config/jest-setup.js", True),
+        ("vitest.setup.mts", True),
+        ("test-setup.js", True),
+        (".swcrc", True),
+        ("src/setup.ts", False),
+        ("src/setupTestsHelper.js", False),
     ],
 )
 def test_harness_paths(path: str, harness: bool) -> None:

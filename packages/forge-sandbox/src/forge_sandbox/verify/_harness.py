@@ -10,7 +10,9 @@ a deleted or changed one stays the task's), and change-audit.json lists them und
     by name, anywhere   conftest.py, pytest.ini, .pytest.ini, pytest.toml, .pytest.toml,
                         sitecustomize.py, usercustomize.py, *.pth; JavaScript's runner configs
                         (.mocharc.*, jest / vitest / vite / karma / ava / babel config, .babelrc,
-                        .nycrc) and the package managers' rc files (.npmrc, .yarnrc*, bunfig)
+                        .swcrc, .nycrc, .c8rc), their setup files (setupTests.*, jest.setup.*,
+                        vitest.setup.*, test-setup.*) and the package managers' rc files
+                        (.npmrc, .yarnrc*, bunfig)
     by folder           anything under a *.dist-info or *.egg-info folder (a `pytest11` entry
                         point is loaded as a plugin) or a site-packages / dist-packages /
                         node_modules folder (the dependencies in the working tree: the runner's
@@ -73,7 +75,10 @@ HARNESS_NAMES = frozenset(
 # npm, yarn and bun read their rc files before `npm test` (`node-options=--require ./x.js`)
 JS_HARNESS = re.compile(
     r"^(\.mocharc|jest\.config|vitest\.config|vitest\.workspace|vite\.config|karma\.conf|"
-    r"ava\.config|babel\.config|\.babelrc|\.nycrc|\.npmrc|\.yarnrc|bunfig)(\.[\w.]+)?$"
+    r"ava\.config|babel\.config|\.babelrc|\.swcrc|\.nycrc|\.c8rc|\.npmrc|\.yarnrc|bunfig|"
+    # the setup files a runner's config loads into every test (jest's setupFiles, CRA's
+    # src/setupTests.js, vitest's setupFiles): they run before each test file
+    r"setupTests|setup-tests|jest[.-]setup|vitest[.-]setup|test-setup|testSetup)(\.[\w.]+)?$"
 )
 HARNESS_FOLDERS = frozenset({"site-packages", "dist-packages", "node_modules"})
 HARNESS_SUFFIXES = (".dist-info", ".egg-info")
