@@ -301,6 +301,16 @@ def test_a_task_without_its_row_takes_the_gold_from_its_solution_patch(tmp_path:
     assert rule is not None and rule.gold == {"sympy/a.py"} and rule("bin/test")
 
 
+def test_a_task_whose_gold_is_tests_has_no_test_side(tmp_path: Path) -> None:
+    """A test-writing task (SWT-bench's shape): the agent's tests are the answer."""
+    (tmp_path / "solution").mkdir()
+    (tmp_path / "solution" / "tests.patch").write_text(
+        "--- /dev/null\n+++ b/tests/test_issue.py\n@@ -0,0 +1 @@\n+def test_x(): pass\n"
+        "--- a/src/__tests__/a.test.js\n+++ b/src/__tests__/a.test.js\n@@ -1 +1 @@\n-a\n+b\n"
+    )
+    assert task_test_side(tmp_path) is None
+
+
 @pytest.mark.parametrize(
     "files",
     [{}, {"solve.sh": FIX_PATCH}, {"fix.patch": ""}, {"fix.patch": "not a diff\n"},

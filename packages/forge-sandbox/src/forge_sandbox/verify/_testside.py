@@ -105,5 +105,9 @@ def _solution_side(task_dir: Path) -> TestSide | None:
 def task_test_side(task_dir: Path) -> TestSide | None:
     """The test side of the task at `task_dir`; None when its gold patch is not known (no
     tests/config.json holding a gold `patch` and FAIL_TO_PASS, no solution/*.patch or *.diff
-    naming a path, or neither can be read)."""
-    return _row_side(task_dir) or _solution_side(task_dir)
+    naming a path, or neither can be read), and None when every path the gold touches is on
+    the test side: a task whose answer is tests (SWT-bench's shape) has no harness there."""
+    side = _row_side(task_dir) or _solution_side(task_dir)
+    if side is None or all(TEST_SIDE.search(path) for path in side.gold):
+        return None
+    return side
