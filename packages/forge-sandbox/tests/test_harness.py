@@ -82,6 +82,12 @@ from forge_sandbox.verify._transfer import Change, Entry, Manifest
         ("package.json", False),  # shared: judged by content
         ("src/jest.configure.js", False),
         ("lib/mocharc.js", False),
+        # the package managers' code and maps in the tree
+        (".yarn/releases/yarn-4.1.0.cjs", True),
+        (".yarn/plugins/x.cjs", True),
+        (".pnp.cjs", True),
+        (".pnpmfile.cjs", True),
+        ("src/yarn.js", False),
         # the setup files a runner loads into every test (jest's setupFiles, CRA's)
         ("src/setupTests.js", True),
         ("jest.setup.ts", True),
@@ -190,6 +196,65 @@ PKG = (
         ("package.json", None, b'{"scripts": {"test": "true"}}\n', False),
         ("package.json", PKG, b"[1, 2]\n", False),  # not an object
         ("package.json", PKG, b'{"name": \n', False),  # not JSON
+        # an install at verify time puts what package.json names in node_modules: a registry
+        # version or range is carried, a source from anywhere else is not
+        ("package.json", PKG, PKG[:-2] + b',\n  "devDependencies": {"jest": "^29.7.0"}\n}\n', True),
+        (
+            "package.json",
+            PKG,
+            PKG[:-2] + b',\n  "dependencies": {"a": "~1.2.3 || >=2 <3"}\n}\n',
+            True,
+        ),
+        (
+            "package.json",
+            PKG,
+            PKG[:-2] + b',\n  "devDependencies": {"jest": "file:./fake"}\n}\n',
+            False,
+        ),
+        (
+            "package.json",
+            PKG,
+            PKG[:-2] + b',\n  "dependencies": {"chai": "npm:fake-chai@1"}\n}\n',
+            False,
+        ),
+        (
+            "package.json",
+            PKG,
+            PKG[:-2] + b',\n  "dependencies": {"chai": "evil/chai#main"}\n}\n',
+            False,
+        ),
+        (
+            "package.json",
+            PKG,
+            PKG[:-2] + b',\n  "overrides": {"x": {"chai": "../fake"}}\n}\n',
+            False,
+        ),
+        ("package.json", PKG, PKG[:-2] + b',\n  "workspaces": ["fake/*"]\n}\n', False),
+        # a lockfile: new registry tarballs are carried, a folder or another host is not
+        (
+            "package-lock.json",
+            b'{"resolved": "https://registry.npmjs.org/a/-/a-1.tgz"}',
+            b'{"resolved": "https://registry.npmjs.org/a/-/a-2.tgz"}',
+            True,
+        ),
+        (
+            "package-lock.json",
+            b'{"resolved": "https://registry.npmjs.org/a/-/a-1.tgz"}',
+            b'{"resolved": "file:../fake"}',
+            False,
+        ),
+        (
+            "yarn.lock",
+            b'a@^1:\n  resolved "https://registry.yarnpkg.com/a/-/a-1.tgz#x"\n',
+            b'a@^1:\n  resolved "https://evil.example/a-1.tgz"\n',
+            False,
+        ),
+        (
+            "yarn.lock",
+            b'"t@patch:t@npm%3A5#~builtin<compat/typescript>":\n  version: 5\n',
+            b'"t@patch:t@npm%3A5.1#~builtin<compat/typescript>":\n  version: 5.1\n',
+            True,
+        ),
     ],
 )
 def test_a_shared_config_change_is_carried_only_when_pytests_part_is_unchanged(

@@ -28,11 +28,22 @@ from forge_sandbox.testing.red_team_pytest import write_sh
 
 PACKAGE_JSON = (
     '{\n  "name": "calc",\n  "version": "0.1.0",\n  "private": true,\n'
-    '  "scripts": {"test": "node --test tests/calc.test.js"}\n}\n'
+    '  "scripts": {"test": "node --test tests/calc.test.js"},\n'
+    '  "devDependencies": {"calc-helpers": "1.0.0"}\n}\n'
+)
+# the lockfile as npm writes it for a registry dependency (`npm install --offline` then finds
+# node_modules up to date and fetches nothing)
+PACKAGE_LOCK = (
+    '{\n  "name": "calc",\n  "version": "0.1.0",\n  "lockfileVersion": 3,\n  "requires": true,\n'
+    '  "packages": {\n    "": {"name": "calc", "version": "0.1.0", '
+    '"devDependencies": {"calc-helpers": "1.0.0"}},\n    "node_modules/calc-helpers": '
+    '{"version": "1.0.0", "resolved": '
+    '"https://registry.npmjs.org/calc-helpers/-/calc-helpers-1.0.0.tgz", "dev": true}\n  }\n}\n'
 )
 HELPER_PACKAGE = '{"name": "calc-helpers", "version": "1.0.0"}\n'
 CODE = {
     "package.json": PACKAGE_JSON,
+    "package-lock.json": PACKAGE_LOCK,
     "index.js": "exports.add = (a, b) => a - b;\nexports.sub = (a, b) => a - b;\n",
     "tests/calc.test.js": textwrap.dedent(
         """\
@@ -77,6 +88,11 @@ ATTACKS: dict[str, str] = {
     ),
     "npmrc-preloads-a-script": write_sh("preload.js", PRELOAD)
     + write_sh(".npmrc", "node-options=--require ./preload.js\n"),
+    # test.sh reinstalls (as 95 of SWE-gen-JS's do): the dependency pointed at a folder of the
+    # change, whose `same` asserts nothing, is what `npm install` links into node_modules
+    "dependency-swapped-in-package-json": write_sh("fake/package.json", HELPER_PACKAGE)
+    + write_sh("fake/index.js", NO_OP)
+    + write_sh("package.json", PACKAGE_JSON.replace('"1.0.0"}', '"file:./fake"}')),
 }
 # on the test side: the expected values the test reads, set to what the bug returns (add(2, 3)
 # is -1); kept as the task's when the gold patch is known, carried (reward 1) when it is not
@@ -107,6 +123,8 @@ TEST_SH = textwrap.dedent(
     cd "${FORGE_WORKSPACE:-/workspace}" || exit 2
     cp /tests/calc.test.js tests/calc.test.js
     export HOME=/tmp NPM_CONFIG_UPDATE_NOTIFIER=false NPM_CONFIG_FUND=false
+    # the dependencies again, as the change's package.json and lockfile name them
+    npm install --offline --no-audit --no-fund --loglevel=error
     npm test
     status=$?
     if [ "$status" -eq 0 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt

@@ -11,16 +11,19 @@ a deleted or changed one stays the task's), and change-audit.json lists them und
                         sitecustomize.py, usercustomize.py, *.pth; JavaScript's runner configs
                         (.mocharc.*, jest / vitest / vite / karma / ava / babel config, .babelrc,
                         .swcrc, .nycrc, .c8rc), their setup files (setupTests.*, jest.setup.*,
-                        vitest.setup.*, test-setup.*) and the package managers' rc files
-                        (.npmrc, .yarnrc*, bunfig)
+                        vitest.setup.*, test-setup.*), the package managers' rc files
+                        (.npmrc, .yarnrc*, bunfig) and their code and maps in the tree
+                        (.pnp.cjs, .pnp.loader.mjs, .pnpmfile.cjs)
     by folder           anything under a *.dist-info or *.egg-info folder (a `pytest11` entry
                         point is loaded as a plugin) or a site-packages / dist-packages /
-                        node_modules folder (the dependencies in the working tree: the runner's
-                        own code among them)
-    by content          setup.cfg, tox.ini, pyproject.toml, package.json: a change is carried
-                        only when the runner's part of the file is unchanged (`runner_part`:
-                        pytest's sections; package.json's scripts and runner keys); never a
-                        deletion
+                        node_modules / .yarn folder (the dependencies in the working tree: the
+                        runner's own code among them; yarn's release, plugins and zip cache)
+    by content          setup.cfg, tox.ini, pyproject.toml, package.json and the lockfiles
+                        (package-lock.json, npm-shrinkwrap.json, yarn.lock, pnpm-lock.yaml): a
+                        change is carried only when the runner's part of the file is unchanged
+                        (`runner_part`: pytest's sections; package.json's scripts, runner and
+                        workspace keys and its dependencies from anywhere but the registry; a
+                        lockfile's non-registry sources); never a deletion
     by shadowing        a new module or package named as the runner's (pytest, _pytest, pluggy,
                         ...) or the standard library's (any Python 3's: a module removed since
                         3.5 counts), in a folder that is not a package: the
@@ -69,6 +72,12 @@ HARNESS_NAMES = frozenset(
         ".pytest.toml",
         "sitecustomize.py",
         "usercustomize.py",
+        # the package managers' own code and resolution maps in the tree: yarn's PnP maps,
+        # pnpm's install hooks (they rewrite any package's manifest at install)
+        ".pnp.cjs",
+        ".pnp.js",
+        ".pnp.loader.mjs",
+        ".pnpmfile.cjs",
     }
 )
 # JavaScript's runners read these (mocha, jest, vitest / vite, karma, ava, babel, nyc), and
@@ -80,11 +89,44 @@ JS_HARNESS = re.compile(
     # src/setupTests.js, vitest's setupFiles): they run before each test file
     r"setupTests|setup-tests|jest[.-]setup|vitest[.-]setup|test-setup|testSetup)(\.[\w.]+)?$"
 )
-HARNESS_FOLDERS = frozenset({"site-packages", "dist-packages", "node_modules"})
+# `.yarn`: yarn's own release (`yarnPath`), its plugins, patches and zip cache of every
+# dependency (`yarn test` runs the release in the tree)
+HARNESS_FOLDERS = frozenset({"site-packages", "dist-packages", "node_modules", ".yarn"})
 HARNESS_SUFFIXES = (".dist-info", ".egg-info")
-SHARED_CONFIG = frozenset({"setup.cfg", "tox.ini", "pyproject.toml", "package.json"})
-# what a runner reads from package.json: `npm test` runs scripts.test; the others configure one
-PACKAGE_JSON_RUNNER_KEYS = ("scripts", "mocha", "jest", "ava", "babel", "c8", "nyc", "vitest")
+LOCKFILES = frozenset({"package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml"})
+SHARED_CONFIG = frozenset({"setup.cfg", "tox.ini", "pyproject.toml", "package.json"}) | LOCKFILES
+# what a runner reads from package.json: `npm test` runs scripts.test; the others configure one;
+# what decides which code an install at verify time puts in node_modules (95 of SWE-gen-JS's
+# test.sh scripts reinstall: `npm install`, `yarn install`, `pnpm install`)
+PACKAGE_JSON_RUNNER_KEYS = (
+    "scripts",
+    "mocha",
+    "jest",
+    "ava",
+    "babel",
+    "c8",
+    "nyc",
+    "vitest",
+    "workspaces",
+    "packageManager",
+    "pnpm",
+    "patchedDependencies",
+)
+PACKAGE_JSON_DEPENDENCIES = (
+    "dependencies",
+    "devDependencies",
+    "optionalDependencies",
+    "peerDependencies",
+    "overrides",
+    "resolutions",
+)
+# a dependency from anywhere but the registry: a folder or tarball in the tree, a link, a git
+# repository, a URL, an alias to another package, a patched copy
+_SOURCE = re.compile(r"^(?:[a-z][\w+.-]*:|\.|~/|/|[\w.-]+/[\w.-]+(?:#|$))")
+_LOCK_SOURCE = re.compile(
+    r"\b(?:file|link|portal|patch|exec|git\+[a-z]+|git|github|gitlab|bitbucket):[^\s\"',)]+"
+    r"|https?://(?!registry\.npmjs\.org/|registry\.yarnpkg\.com/)[^\s\"',)]+"
+)
 RUNNER_MODULES = frozenset(
     {"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "pygments", "exceptiongroup",
      "tomli", "nose", "nose2", "xdist", "coverage", "pytest_cov"}
@@ -122,19 +164,45 @@ def runner_part(name: str, data: bytes) -> Any:
     without one. setup.cfg / tox.ini: the text from the first line that names pytest (in any
     case) to the end: a section header always names it, so every line pytest reads from its
     section is in there, whatever quirks an INI parser has. package.json: its
-    PACKAGE_JSON_RUNNER_KEYS as JSON reads them (an object, else ValueError)."""
+    PACKAGE_JSON_RUNNER_KEYS as JSON reads them (an object, else ValueError), and its
+    dependencies from anywhere but the registry (`_sources`). A lockfile: the sources it names
+    that are not the registry (a folder, a link, a git repository, another host's tarball): an
+    install at verify time would put their code where the runner's is."""
     text = data.decode("utf-8")
     if posixpath.basename(name) == "package.json":
         package = json.loads(text)
         if not isinstance(package, dict):
             raise ValueError("package.json: expected an object")
-        return {key: package[key] for key in PACKAGE_JSON_RUNNER_KEYS if key in package}
+        part = {key: package[key] for key in PACKAGE_JSON_RUNNER_KEYS if key in package}
+        sources = sorted(_sources(package))
+        return {**part, "sources": sources} if sources else part
+    if posixpath.basename(name) in LOCKFILES:  # yarn's own compat patches are everyone's
+        return sorted({m for m in _LOCK_SOURCE.findall(text) if "builtin<compat/" not in m})
     if posixpath.basename(name) == "pyproject.toml":
         tool = tomllib.loads(text).get("tool")
         return tool.get("pytest") if isinstance(tool, dict) else None
     lines = text.splitlines(keepends=True)
     first = next((i for i, line in enumerate(lines) if "pytest" in line.lower()), len(lines))
     return "".join(lines[first:])
+
+
+def _sources(package: dict[str, Any]) -> set[str]:
+    """package.json's dependencies from anywhere but the registry (`section name spec`, nested
+    overrides flattened); a registry version or range is not one."""
+    found: set[str] = set()
+
+    def walk(section: str, entries: object) -> None:
+        if not isinstance(entries, dict):
+            return
+        for name, spec in entries.items():
+            if isinstance(spec, dict):
+                walk(f"{section}.{name}", spec)
+            elif isinstance(spec, str) and _SOURCE.match(spec.strip()):
+                found.add(f"{section} {name} {spec.strip()}")
+
+    for section in PACKAGE_JSON_DEPENDENCIES:
+        walk(section, package.get(section))
+    return found
 
 
 def _module(name: str) -> str:
