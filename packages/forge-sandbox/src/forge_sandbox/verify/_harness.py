@@ -152,7 +152,8 @@ def is_harness_path(path: str) -> bool:
 
 
 def is_shared_config(path: str) -> bool:
-    """Whether `path` is a file pytest may read options from beside other tools' settings."""
+    """Whether `path` is a file a runner or an install reads beside other tools' settings
+    (carried when its `runner_part` is unchanged)."""
     return posixpath.basename(path) in SHARED_CONFIG
 
 
