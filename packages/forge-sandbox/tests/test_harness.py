@@ -82,6 +82,10 @@ from forge_sandbox.verify._transfer import Change, Entry, Manifest
         ("package.json", False),  # shared: judged by content
         ("src/jest.configure.js", False),
         ("lib/mocharc.js", False),
+        # run by an install at verify time
+        ("setup.py", True),
+        ("astropy/io/setup_package.py", True),
+        ("docs/setup_guide.py", False),
         # the package managers' code and maps in the tree
         (".yarn/releases/yarn-4.1.0.cjs", True),
         (".yarn/plugins/x.cjs", True),
@@ -188,6 +192,38 @@ PKG = (
         ("pyproject.toml", None, b'[tool."\\u0070ytest".ini_options]\naddopts = "-p e"\n', False),
         ("pyproject.toml", None, b"tool = {pytest = {ini_options = {addopts = '-p e'}}}\n", False),
         ("pyproject.toml", b'[project]\nname = "c"\n', b"[project\n", False),  # not TOML
+        # what an install at verify time (SWE-bench's eval script: `pip install -e .`) runs
+        (
+            "pyproject.toml",
+            b'[project]\nname = "c"\n',
+            b'[project]\nname = "c"\ndependencies = ["attrs>=22"]\n',
+            True,
+        ),
+        (
+            "pyproject.toml",
+            b'[project]\nname = "c"\n',
+            b'[project]\nname = "c"\n[project.scripts]\npytest = "calc.fake:main"\n',
+            False,
+        ),
+        (
+            "pyproject.toml",
+            b'[project]\nname = "c"\n',
+            b'[project]\nname = "c"\n[project.entry-points.pytest11]\ne = "calc_report"\n',
+            False,
+        ),
+        (
+            "pyproject.toml",
+            b'[build-system]\nrequires = ["setuptools"]\n',
+            b'[build-system]\nrequires = ["setuptools"]\nbuild-backend = "evil"\n'
+            b'backend-path = ["."]\n',
+            False,
+        ),
+        (
+            "setup.cfg",
+            SETUP,
+            b"[options.entry_points]\nconsole_scripts =\n    py = calc.fake:main\n" + SETUP,
+            False,
+        ),
         # package.json: `npm test` runs scripts.test; mocha, jest, ava, ... read their keys
         ("package.json", PKG, PKG.replace(b'"0.1.0"', b'"0.2.0"'), True),
         ("package.json", PKG, PKG.replace(b"node --test tests/", b"exit 0"), False),
@@ -289,7 +325,9 @@ def test_a_shared_config_change_is_carried_only_when_pytests_part_is_unchanged(
 
 def test_pytest_part_of_pyproject_is_the_tool_pytest_table() -> None:
     text = b'[tool.pytest.ini_options]\naddopts = "-q"\n[tool.black]\nx = 1\n'
-    assert runner_part("pyproject.toml", text) == {"ini_options": {"addopts": "-q"}}
+    assert runner_part("pyproject.toml", text) == {
+        "tool.pytest": {"ini_options": {"addopts": "-q"}}
+    }
     assert runner_part("a/setup.cfg", b"[x]\ny = 1\n") == ""
 
 

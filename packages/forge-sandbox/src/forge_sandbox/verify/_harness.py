@@ -8,7 +8,9 @@ the fresh verifier sandbox keeps those files as the task shipped them (an added 
 a deleted or changed one stays the task's), and change-audit.json lists them under `kept`:
 
     by name, anywhere   conftest.py, pytest.ini, .pytest.ini, pytest.toml, .pytest.toml,
-                        sitecustomize.py, usercustomize.py, *.pth; JavaScript's runner configs
+                        sitecustomize.py, usercustomize.py, *.pth, setup.py and
+                        setup_package.py (an install at verify time runs them);
+                        JavaScript's runner configs
                         (.mocharc.*, jest / vitest / vite / karma / ava / babel config, .babelrc,
                         .swcrc, .nycrc, .c8rc), their setup files (setupTests.*, jest.setup.*,
                         vitest.setup.*, test-setup.*), the package managers' rc files
@@ -18,7 +20,8 @@ a deleted or changed one stays the task's), and change-audit.json lists them und
                         point is loaded as a plugin) or a site-packages / dist-packages /
                         node_modules / .yarn folder (the dependencies in the working tree: the
                         runner's own code among them; yarn's release, plugins and zip cache)
-    by content          setup.cfg, tox.ini, pyproject.toml, package.json and the lockfiles
+    by content          setup.cfg, tox.ini, pyproject.toml (pytest's part, the build system,
+                        scripts, entry points, build hooks), package.json and the lockfiles
                         (package-lock.json, npm-shrinkwrap.json, yarn.lock, pnpm-lock.yaml): a
                         change is carried only when the runner's part of the file is unchanged
                         (`runner_part`: pytest's sections; package.json's scripts, runner and
@@ -72,6 +75,11 @@ HARNESS_NAMES = frozenset(
         ".pytest.toml",
         "sitecustomize.py",
         "usercustomize.py",
+        # run by an install at verify time (SWE-bench's eval script runs the row's `install`,
+        # `pip install -e .`, after the change and before the tests): code with the verifier's
+        # rights, before the runner starts (astropy's build reads each setup_package.py)
+        "setup.py",
+        "setup_package.py",
         # the package managers' own code and resolution maps in the tree: yarn's PnP maps,
         # pnpm's install hooks (they rewrite any package's manifest at install)
         ".pnp.cjs",
@@ -112,6 +120,26 @@ PACKAGE_JSON_RUNNER_KEYS = (
     "pnpm",
     "patchedDependencies",
 )
+# what pytest reads from pyproject.toml, and what an install at verify time runs or installs
+# from it: the build backend (`backend-path` puts the tree's own module there), console
+# scripts (a `pytest` script would be the runner), entry points (`pytest11`: a plugin), the
+# build tools' hooks and custom commands
+PYPROJECT_RUNNER_KEYS = (
+    "tool.pytest",
+    "build-system",
+    "project.scripts",
+    "project.gui-scripts",
+    "project.entry-points",
+    "tool.setuptools",
+    "tool.hatch.build",
+    "tool.pdm.build",
+    "tool.poetry.scripts",
+    "tool.poetry.plugins",
+    "tool.poetry.build",
+)
+# setup.cfg / tox.ini: from the first line that names pytest, an entry point or a custom
+# command to the end (setup.cfg's console_scripts and cmdclass run at an install)
+_INI_RUNNER = re.compile(r"pytest|entry_points|console_scripts|cmdclass", re.IGNORECASE)
 PACKAGE_JSON_DEPENDENCIES = (
     "dependencies",
     "devDependencies",
@@ -161,10 +189,12 @@ def runner_part(name: str, data: bytes) -> Any:
     """What a test runner reads from a shared config file, for comparison (ValueError:
     unreadable).
 
-    pyproject.toml: the `tool.pytest` table as tomllib (pytest's own parser) reads it, None
-    without one. setup.cfg / tox.ini: the text from the first line that names pytest (in any
-    case) to the end: a section header always names it, so every line pytest reads from its
-    section is in there, whatever quirks an INI parser has. package.json: its
+    pyproject.toml: its PYPROJECT_RUNNER_KEYS as tomllib (pytest's own parser) reads them (the
+    `tool.pytest` table, the build system, scripts and entry points, build hooks); an empty
+    dict without any. setup.cfg / tox.ini: the text from the first line that names pytest, an
+    entry point, a console script or a custom command (in any case) to the end: a section
+    header always names it, so every line pytest reads from its section is in there, whatever
+    quirks an INI parser has. package.json: its
     PACKAGE_JSON_RUNNER_KEYS as JSON reads them (an object, else ValueError), and its
     dependencies from anywhere but the registry (`_sources`). A lockfile: the sources it names
     that are not the registry (a folder, a link, a git repository, another host's tarball): an
@@ -180,11 +210,19 @@ def runner_part(name: str, data: bytes) -> Any:
     if posixpath.basename(name) in LOCKFILES:  # yarn's own compat patches are everyone's
         return sorted({m for m in _LOCK_SOURCE.findall(text) if "builtin<compat/" not in m})
     if posixpath.basename(name) == "pyproject.toml":
-        tool = tomllib.loads(text).get("tool")
-        return tool.get("pytest") if isinstance(tool, dict) else None
+        table = tomllib.loads(text)
+        return {key: value for key in PYPROJECT_RUNNER_KEYS if (value := _at(table, key))}
     lines = text.splitlines(keepends=True)
-    first = next((i for i, line in enumerate(lines) if "pytest" in line.lower()), len(lines))
+    first = next((i for i, line in enumerate(lines) if _INI_RUNNER.search(line)), len(lines))
     return "".join(lines[first:])
+
+
+def _at(table: dict[str, Any], dotted: str) -> Any:
+    """The value at a dotted key of a TOML table; None where any part is missing."""
+    value: Any = table
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
 
 
 def _sources(package: dict[str, Any]) -> set[str]:
