@@ -224,6 +224,42 @@ PKG = (
             b"[options.entry_points]\nconsole_scripts =\n    py = calc.fake:main\n" + SETUP,
             False,
         ),
+        # requirements from anywhere but the package index: what an install would put first
+        (
+            "pyproject.toml",
+            b'[project]\nname = "c"\n',
+            b'[project]\nname = "c"\ndependencies = ["pytest @ file:///testbed/fake"]\n',
+            False,
+        ),
+        (
+            "pyproject.toml",
+            b'[project]\nname = "c"\n',
+            b'[project]\nname = "c"\n[project.optional-dependencies]\n'
+            b'test = ["pytest @ git+https://x/p"]\n',
+            False,
+        ),
+        (
+            "pyproject.toml",
+            b'[project]\nname = "c"\n',
+            b'[project]\nname = "c"\n[tool.uv.sources]\npytest = { path = "fake" }\n',
+            False,
+        ),
+        ("requirements.txt", b"attrs==22.1\n", b"attrs==23.1  # newer\npytest>=7\n", True),
+        ("requirements.txt", b"attrs==22.1\n", b"attrs==22.1\n-e ./fake\n", False),
+        ("requirements-dev.txt", None, b"pytest @ file:///testbed/fake\n", False),
+        (
+            "requirements/test.txt",
+            b"pytest\n",
+            b"--extra-index-url https://evil/simple\npytest\n",
+            False,
+        ),
+        ("requirements.txt", b"attrs==22.1\n", b"# see https://example.org\nattrs==22.1\n", True),
+        (
+            "setup.cfg",
+            SETUP,
+            b"[options]\ninstall_requires =\n    pytest @ file:///testbed/fake\n" + SETUP,
+            False,
+        ),
         # package.json: `npm test` runs scripts.test; mocha, jest, ava, ... read their keys
         ("package.json", PKG, PKG.replace(b'"0.1.0"', b'"0.2.0"'), True),
         ("package.json", PKG, PKG.replace(b"node --test tests/", b"exit 0"), False),

@@ -103,6 +103,16 @@ HARNESS_FOLDERS = frozenset({"site-packages", "dist-packages", "node_modules", "
 HARNESS_SUFFIXES = (".dist-info", ".egg-info")
 LOCKFILES = frozenset({"package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml"})
 SHARED_CONFIG = frozenset({"setup.cfg", "tox.ini", "pyproject.toml", "package.json"}) | LOCKFILES
+# pip's requirement files (requirements.txt, requirements-dev.txt, requirements/test.txt, ...)
+_REQUIREMENTS = re.compile(r"(^|/)requirements[^/]*\.(txt|in)$|(^|/)requirements/[^/]+\.(txt|in)$")
+# a requirement from anywhere but the package index: a direct reference (`name @ url`), a path,
+# a VCS or file URL, an editable install, another index or a find-links folder
+_PY_SOURCE = re.compile(
+    r"@\s*\S|^\s*(?:-e\b|--editable\b|-i\b|--index-url\b|--extra-index-url\b|-f\b|"
+    r"--find-links\b|-c\b|--constraint\b|-r\b|--requirement\b|\.|/|~)"
+    r"|\b(?:file|git\+\w+|hg\+\w+|svn\+\w+|bzr\+\w+|https?):",
+    re.MULTILINE,
+)
 # what a runner reads from package.json: `npm test` runs scripts.test; the others configure one;
 # what decides which code an install at verify time puts in node_modules (95 of SWE-gen-JS's
 # test.sh scripts reinstall: `npm install`, `yarn install`, `pnpm install`)
@@ -137,9 +147,11 @@ PYPROJECT_RUNNER_KEYS = (
     "tool.poetry.plugins",
     "tool.poetry.build",
 )
-# setup.cfg / tox.ini: from the first line that names pytest, an entry point or a custom
-# command to the end (setup.cfg's console_scripts and cmdclass run at an install)
-_INI_RUNNER = re.compile(r"pytest|entry_points|console_scripts|cmdclass", re.IGNORECASE)
+# setup.cfg / tox.ini: from the first line that names pytest, an entry point, a custom command
+# or a requirement from a URL or file to the end (an install runs or installs them)
+_INI_RUNNER = re.compile(
+    r"pytest|entry_points|console_scripts|cmdclass|@\s*(?:file|git\+\w+|https?):", re.IGNORECASE
+)
 PACKAGE_JSON_DEPENDENCIES = (
     "dependencies",
     "devDependencies",
@@ -182,7 +194,7 @@ def is_harness_path(path: str) -> bool:
 def is_shared_config(path: str) -> bool:
     """Whether `path` is a file a runner or an install reads beside other tools' settings
     (carried when its `runner_part` is unchanged)."""
-    return posixpath.basename(path) in SHARED_CONFIG
+    return posixpath.basename(path) in SHARED_CONFIG or _REQUIREMENTS.search(path) is not None
 
 
 def runner_part(name: str, data: bytes) -> Any:
@@ -211,10 +223,29 @@ def runner_part(name: str, data: bytes) -> Any:
         return sorted({m for m in _LOCK_SOURCE.findall(text) if "builtin<compat/" not in m})
     if posixpath.basename(name) == "pyproject.toml":
         table = tomllib.loads(text)
-        return {key: value for key in PYPROJECT_RUNNER_KEYS if (value := _at(table, key))}
+        part = {key: value for key in PYPROJECT_RUNNER_KEYS if (value := _at(table, key))}
+        sources = sorted(_py_sources(table))
+        return {**part, "sources": sources} if sources else part
+    if _REQUIREMENTS.search(name):  # the lines that install from anywhere but the index
+        requirements = (line.split(" #", 1)[0].strip() for line in text.splitlines())
+        return sorted({r for r in requirements if r[:1] != "#" and _PY_SOURCE.search(r)})
     lines = text.splitlines(keepends=True)
     first = next((i for i, line in enumerate(lines) if _INI_RUNNER.search(line)), len(lines))
     return "".join(lines[first:])
+
+
+def _py_sources(table: dict[str, Any]) -> set[str]:
+    """pyproject's requirements from anywhere but the package index (`name @ url`, paths; PEP
+    621 dependencies, optional ones and dependency groups), and uv's `tool.uv.sources`."""
+    requirements: list[object] = list(_at(table, "project.dependencies") or [])
+    for group in ("project.optional-dependencies", "dependency-groups"):
+        for entries in (_at(table, group) or {}).values():
+            requirements += entries if isinstance(entries, list) else []
+    found = {r.strip() for r in requirements if isinstance(r, str) and _PY_SOURCE.search(r)}
+    uv_sources = _at(table, "tool.uv.sources")
+    return found | (
+        {f"tool.uv.sources {json.dumps(uv_sources, sort_keys=True)}"} if uv_sources else set()
+    )
 
 
 def _at(table: dict[str, Any], dotted: str) -> Any:
