@@ -173,6 +173,11 @@ PKG = (
 )
 
 
+def _with_key(entry: bytes) -> bytes:
+    """PKG with one more top-level entry (`"key": value`)."""
+    return PKG[:-2] + b",\n  " + entry + b"\n}\n"
+
+
 @pytest.mark.parametrize(
     ("name", "before", "after", "same"),
     [
@@ -263,45 +268,20 @@ PKG = (
         # package.json: `npm test` runs scripts.test; mocha, jest, ava, ... read their keys
         ("package.json", PKG, PKG.replace(b'"0.1.0"', b'"0.2.0"'), True),
         ("package.json", PKG, PKG.replace(b"node --test tests/", b"exit 0"), False),
-        ("package.json", PKG, PKG[:-2] + b',\n  "mocha": {"require": "./evil.js"}\n}\n', False),
+        ("package.json", PKG, _with_key(b'"mocha": {"require": "./evil.js"}'), False),
         ("package.json", None, b'{"name": "x", "dependencies": {}}\n', True),
         ("package.json", None, b'{"scripts": {"test": "true"}}\n', False),
         ("package.json", PKG, b"[1, 2]\n", False),  # not an object
         ("package.json", PKG, b'{"name": \n', False),  # not JSON
         # an install at verify time puts what package.json names in node_modules: a registry
         # version or range is carried, a source from anywhere else is not
-        ("package.json", PKG, PKG[:-2] + b',\n  "devDependencies": {"jest": "^29.7.0"}\n}\n', True),
-        (
-            "package.json",
-            PKG,
-            PKG[:-2] + b',\n  "dependencies": {"a": "~1.2.3 || >=2 <3"}\n}\n',
-            True,
-        ),
-        (
-            "package.json",
-            PKG,
-            PKG[:-2] + b',\n  "devDependencies": {"jest": "file:./fake"}\n}\n',
-            False,
-        ),
-        (
-            "package.json",
-            PKG,
-            PKG[:-2] + b',\n  "dependencies": {"chai": "npm:fake-chai@1"}\n}\n',
-            False,
-        ),
-        (
-            "package.json",
-            PKG,
-            PKG[:-2] + b',\n  "dependencies": {"chai": "evil/chai#main"}\n}\n',
-            False,
-        ),
-        (
-            "package.json",
-            PKG,
-            PKG[:-2] + b',\n  "overrides": {"x": {"chai": "../fake"}}\n}\n',
-            False,
-        ),
-        ("package.json", PKG, PKG[:-2] + b',\n  "workspaces": ["fake/*"]\n}\n', False),
+        ("package.json", PKG, _with_key(b'"devDependencies": {"jest": "^29.7.0"}'), True),
+        ("package.json", PKG, _with_key(b'"dependencies": {"a": "~1.2.3 || >=2 <3"}'), True),
+        ("package.json", PKG, _with_key(b'"devDependencies": {"jest": "file:./fake"}'), False),
+        ("package.json", PKG, _with_key(b'"dependencies": {"chai": "npm:fake-chai@1"}'), False),
+        ("package.json", PKG, _with_key(b'"dependencies": {"chai": "evil/chai#main"}'), False),
+        ("package.json", PKG, _with_key(b'"overrides": {"x": {"chai": "../fake"}}'), False),
+        ("package.json", PKG, _with_key(b'"workspaces": ["fake/*"]'), False),
         # a lockfile: new registry tarballs are carried, a folder or another host is not
         (
             "package-lock.json",
