@@ -18,6 +18,7 @@ GoldPatchError, and the file stays the task's. Lines split at '\n' only; text is
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -124,9 +125,12 @@ def file_diffs(patch: str) -> dict[str, FileDiff]:
 def patch_paths(patch: str) -> frozenset[str]:
     """Every path `patch` touches (both names of a rename; /dev/null is not a path). A name
     with a space ends at git's tab, not at the space."""
-    return frozenset(
-        name for diff in file_diffs(patch).values() for name in (diff.path, diff.source) if name
-    )
+    return diff_paths(file_diffs(patch))
+
+
+def diff_paths(diffs: Mapping[str, FileDiff]) -> frozenset[str]:
+    """Every path the file sections `diffs` touch (both names of a rename)."""
+    return frozenset(name for diff in diffs.values() for name in (diff.path, diff.source) if name)
 
 
 def _at(lines: list[str], old: tuple[str, ...], want: int, floor: int) -> int:

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from forge_sandbox.verify._gold import FileDiff, file_diffs, patch_paths
+from forge_sandbox.verify._gold import FileDiff, diff_paths, file_diffs
 
 # forge-data's importer writes the same rule as git pathspecs (`importers/_layout.TEST_SIDE`);
 # tools/tests/test_test_side_parity.py checks both against one list of paths
@@ -84,22 +84,21 @@ def _row_side(task_dir: Path) -> TestSide | None:
     if not isinstance(patch, str) or not patch.strip() or not row.get("FAIL_TO_PASS"):
         return None
     runner = RUNNER_FILES.get(str(row.get("repo") or "").lower(), frozenset())
-    return TestSide(gold=patch_paths(patch), runner=runner, diffs=file_diffs(patch))
+    diffs = file_diffs(patch)  # parsed once: the gold's paths are its sections'
+    return TestSide(gold=diff_paths(diffs), runner=runner, diffs=diffs)
 
 
 def _solution_side(task_dir: Path) -> TestSide | None:
-    gold: set[str] = set()
     diffs: dict[str, FileDiff] = {}
     for pattern in SOLUTION_PATCHES:
         for path in sorted((task_dir / "solution").glob(pattern)):
             try:
                 if path.is_file() and path.stat().st_size <= CONFIG_MAX_BYTES:
-                    patch = path.read_text(encoding="utf-8", errors="replace")
-                    gold |= patch_paths(patch)
-                    diffs.update(file_diffs(patch))
+                    diffs.update(file_diffs(path.read_text(encoding="utf-8", errors="replace")))
             except OSError:
                 continue
-    return TestSide(gold=frozenset(gold), diffs=diffs) if gold else None
+    gold = diff_paths(diffs)
+    return TestSide(gold=gold, diffs=diffs) if gold else None
 
 
 def task_test_side(task_dir: Path) -> TestSide | None:
