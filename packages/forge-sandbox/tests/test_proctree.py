@@ -53,7 +53,9 @@ def test_a_leaf_forgets_a_root_whose_pid_was_reused() -> None:
     leaf = TreeLeaf()
     child = subprocess.Popen(["sleep", "60"])
     leaf.adopt(child.pid)
-    grandchild_parent = subprocess.Popen(["sh", "-c", "sleep 60 & wait"])
+    # the parent outlives its child's kill (`exec`: no shell whose `wait` returns and exits 0
+    # before its own SIGKILL lands, as `sleep 60 & wait` did once in CI)
+    grandchild_parent = subprocess.Popen(["sh", "-c", "sleep 60 & exec sleep 61"])
     assert leaf.pids() == {child.pid}
     leaf._roots[grandchild_parent.pid] = 1  # its pid, with another process's start time
     try:
