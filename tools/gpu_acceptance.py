@@ -3,14 +3,22 @@ CUDA in bf16, measured (torch.cuda.max_memory_allocated / max_memory_reserved) a
 estimate for the local trainer (one GPU, no FSDP sharding), written to a JSON report.
 
 Models: randomly initialised Qwen3 architectures from the estimate's shipped configs
-(`qwen3-0.6b`, `qwen3-1.7b`; transformers `AutoModelForCausalLM.from_config`, no download, no
-network). Per model and token budget (2K, 8K, 16K tokens per micro-batch: two rows of half the
-budget, a 32-token prompt, no padding): one actor update (entropy off; and entropy on at the
-largest budget) and one critic update, each after a warm-up step that creates the AdamW moments,
+(`qwen3-0.6b`, `qwen3-1.7b`, `qwen3-8b`; transformers `AutoModelForCausalLM.from_config`, no
+download, no network). Per model and token budget (2K, 8K, 16K, 24K, 32K tokens per micro-batch
+by default, past what fits on one H200, so out-of-memory cases check the estimate's `oom`; two
+rows of half the budget, a 32-token prompt, no padding): one actor update with entropy off and
+one with it on (0.01), and one critic update, after a warm-up step of both roles that creates
+their AdamW moments (a PPO run holds both while either updates),
 through the trainer's own per-role code (`forge_ppo.local._ppo_steps`: `actor_backward` /
 `critic_backward` + `optimizer_step`, the inner loop of `PPOTrainer._ppo_epochs`). The forge
-packages are imported from this tree (`packages/*/src`): nothing is installed. A failing case
-(e.g. an OOM) is recorded and the run goes on; cases past `--time-limit-s` are skipped.
+packages are imported from this tree (`packages/*/src`): nothing is installed. Each case is
+judged against the estimate for this GPU's memory: a measured peak above the estimate's torch
+peak, or an out-of-memory where the estimate said `fits` or `at_risk`, fails the run; an
+out-of-memory where it said `oom` is recorded as the estimate's agreement (where it said
+`at_risk`, as the margin it names). Any other failing case
+is recorded and the run goes on; cases past `--time-limit-s` are skipped. Beside each peak the
+memory the process holds outside torch's allocator (CUDA context, cuBLAS workspaces) is read
+from `torch.cuda.mem_get_info`, against the estimate's `runtime` part.
 
 The device machine (torch 2.11 + CUDA, transformers, peft; no verl, vLLM or Ray) lacks pydantic
 and orjson, which forge's modules import: carry their wheels. Here, once, in the repo root:
@@ -21,7 +29,7 @@ and orjson, which forge's modules import: carry their wheels. Here, once, in the
         -d .whl pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 \\
         typing-inspection==0.4.5 typing-extensions==4.16.0 orjson==3.13.0
 
-then the device `run` (carry [".whl"], timeout_s 540; about 2 minutes of work on one H200):
+then the device `run` (carry [".whl"], timeout_s 540; about a minute of work on one H200):
 
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \\
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \\
@@ -29,7 +37,8 @@ then the device `run` (carry [".whl"], timeout_s 540; about 2 minutes of work on
 
 Without CUDA it refuses (exit 2) unless `--dry-run`: the same code on the CPU with a tiny config
 (what `tools/tests/test_gpu_acceptance.py` runs, so the script cannot rot). Exit 0 when every
-case ran, 1 when one failed (the report says which).
+case ran within its estimate or ran out of memory where the estimate said it would, 1 otherwise
+(the report's `errors` and `summary` say which).
 """
 
 from __future__ import annotations
@@ -48,9 +57,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = "forge-ppo/gpu-acceptance@1"
-MODELS = ("qwen3-0.6b", "qwen3-1.7b")
-BUDGETS = (2048, 8192, 16384)
+MODELS = ("qwen3-0.6b", "qwen3-1.7b", "qwen3-8b")
+BUDGETS = (2048, 8192, 16384, 24576, 32768)
 DRY_BUDGETS = (64, 128, 256)
+DRY_GPU_GB = 141.0  # the dry run's GPU for the estimate (an H200's nominal size)
+ENTROPY = 0.01
 PROMPT_TOKENS = 32
 ROWS = 2  # rows per micro-batch, each half the budget
 TINY_CONFIG = {
@@ -205,12 +216,12 @@ def spec_for(tokens: int, entropy: float) -> Any:
     return spec
 
 
-def predict(spec: Any, shape: Any, role: str) -> dict[str, Any]:
-    """`forge-ppo estimate` for the local trainer on one GPU, bf16 models."""
+def predict(spec: Any, shape: Any, role: str, gpu_gb: float) -> dict[str, Any]:
+    """`forge-ppo estimate` for the local trainer on one GPU of `gpu_gb` GiB, bf16 models."""
     from forge_ppo.estimate import estimate, resolve_knobs
 
     knobs, sources = resolve_knobs(spec, {"actor.dtype": "bf16", "critic.dtype": "bf16"})
-    result = estimate(spec, shape, knobs=knobs, knob_sources=sources, gpu_memory_gb=141.0)
+    result = estimate(spec, shape, knobs=knobs, knob_sources=sources, gpu_memory_gb=gpu_gb)
     found = next(r for r in result.roles if r.role == role)
     torch_gb = found.peak_gb - found.parts["runtime"]  # what torch's allocator can see
     before = sum(found.parts[k] for k in ("parameters", "optimizer_states", "colocated_model"))
@@ -238,10 +249,13 @@ def measure(step: Callable[[], None], torch: Any, cuda: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"seconds": round(time.perf_counter() - started, 3)}
     gib = 2**30
     if cuda:
+        free, total = torch.cuda.mem_get_info()
+        outside = total - free - torch.cuda.memory_reserved()
         out |= {
             "before_update_gb": round(before / gib, 3),
             "peak_allocated_gb": round(torch.cuda.max_memory_allocated() / gib, 3),
             "peak_reserved_gb": round(torch.cuda.max_memory_reserved() / gib, 3),
+            "outside_torch_gb": round(outside / gib, 3),
         }
     return out
 
@@ -266,16 +280,64 @@ def role_step(trainer: Any, role: str, data: Any, groups: list[list[int]], ppo: 
 
 
 def cases(budgets: tuple[int, ...]) -> list[tuple[str, int, float]]:
-    """(role, tokens, entropy_coeff): both roles at every budget, the actor with entropy at the
-    largest."""
-    out = [(role, tokens, 0.0) for tokens in budgets for role in ("actor", "critic")]
-    return out + [("actor", max(budgets), 0.01)]
+    """(role, tokens, entropy_coeff): at every budget the actor without and with entropy, and
+    the critic."""
+    return [
+        case
+        for tokens in budgets
+        for case in (("actor", tokens, 0.0), ("critic", tokens, 0.0), ("actor", tokens, ENTROPY))
+    ]
+
+
+def failure_outcome(exc: BaseException, verdict: str) -> str | None:
+    """A failed case's outcome where the estimate foresaw it (an out-of-memory where it said
+    `oom`, or `at_risk`: the margin it names), else None: an error of the run or the estimate.
+    torch.OutOfMemoryError (a RuntimeError) is read by name: the CPU build raises it too."""
+    oom = type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc)
+    if oom and verdict == "oom":
+        return "oom_as_predicted"
+    if oom and verdict == "at_risk":
+        return "oom_at_risk"
+    return None
+
+
+def failed(report: dict[str, Any]) -> bool:
+    """The run fails on an unforeseen error or a measured peak above its estimate."""
+    return bool(report["errors"] or report["summary"]["not_conservative"])
+
+
+def free_after_failure(trainer: Any, torch: Any, cuda: bool) -> None:
+    """Drop what a failed step left (partial gradients, the exception's frames)."""
+    for optimizer in (trainer.actor_optimizer, trainer.critic_optimizer):
+        optimizer.zero_grad(set_to_none=True)
+    gc.collect()
+    if cuda:
+        torch.cuda.empty_cache()
+
+
+def warm_up(trainer: Any, vocab: int, tokens: int) -> None:
+    """One step of each role at the smallest budget: AdamW creates its moments at a role's
+    first step, and the other role's moments live beside every update of a PPO run (the
+    estimate's `colocated_model`); measuring the actor before the critic has stepped would
+    leave them out."""
+    spec = spec_for(tokens, 0.0)
+    assert spec.ppo is not None
+    from forge_ppo import micro_batches
+
+    rows = fake_rows(tokens, vocab)
+    data = update_data(rows)
+    groups = micro_batches(rows, range(len(rows)), tokens)
+    trainer.actor.model.train()
+    trainer.critic.train()
+    for role in ("actor", "critic"):
+        role_step(trainer, role, data, groups, spec.ppo)()
 
 
 def run_model(
-    name: str, budgets: tuple[int, ...], args: argparse.Namespace, deadline: float
+    name: str, budgets: tuple[int, ...], args: argparse.Namespace, deadline: float, gpu_gb: float
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(results, errors) of every case on one model: build, warm up each role, measure."""
+    """(results, errors) of every case on one model: build, warm up both roles, measure, judge
+    against the estimate for a GPU of `gpu_gb` GiB."""
     import torch
 
     from forge_ppo import micro_batches
@@ -286,7 +348,7 @@ def run_model(
     trainer = build_trainer(raw, device, spec_for(min(budgets), 0.0))
     results: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
-    warmed: set[str] = set()
+    warm_up(trainer, shape.vocab_size, min(budgets))
     for role, tokens, entropy in cases(budgets):
         case = {
             "model": name if not args.dry_run else "tiny",
@@ -303,18 +365,27 @@ def run_model(
         data = update_data(rows)
         groups = micro_batches(rows, range(len(rows)), tokens)
         step = role_step(trainer, role, data, groups, spec.ppo)
+        predicted = predict(spec, shape, role, gpu_gb)
         trainer.actor.model.train()
         trainer.critic.train()
         try:
-            if role not in warmed:  # AdamW creates its moments at the first step
-                step()
-                warmed.add(role)
             measured = measure(step, torch, cuda)
         except (RuntimeError, ValueError) as exc:  # torch.OutOfMemoryError is a RuntimeError
-            errors.append(case | {"error": f"{type(exc).__name__}: {str(exc)[:500]}"})
+            free_after_failure(trainer, torch, cuda)
+            outcome = failure_outcome(exc, predicted["verdict"])
+            if outcome is not None:
+                results.append(case | {"outcome": outcome, "predicted": predicted})
+                print(json.dumps(case | {"outcome": outcome}), flush=True)
+            else:
+                error = f"{type(exc).__name__}: {str(exc)[:500]}"
+                errors.append(case | {"error": error, "predicted": predicted})
             continue
-        predicted = predict(spec, shape, role)
-        result = case | {"micro_batches": len(groups), "measured": measured, "predicted": predicted}
+        result = case | {
+            "outcome": "ran",
+            "micro_batches": len(groups),
+            "measured": measured,
+            "predicted": predicted,
+        }
         if cuda:
             ratio = measured["peak_allocated_gb"] / predicted["torch_peak_gb"]
             result |= {
@@ -354,13 +425,32 @@ def machine(torch: Any, cuda: bool) -> dict[str, Any]:
 
 
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
-    ratios = [r["ratio_allocated"] for r in results if "ratio_allocated" in r]
+    ran = [r for r in results if r["outcome"] == "ran"]
+    ratios = [r["ratio_allocated"] for r in ran if "ratio_allocated" in r]
+    outside = [r["measured"].get("outside_torch_gb") for r in ran]
+    outside = [gb for gb in outside if gb is not None]
     return {
         "cases": len(results),
-        "conservative": sum(1 for r in results if r.get("conservative")),
+        "ran": len(ran),
+        "oom_as_predicted": sum(1 for r in results if r["outcome"] == "oom_as_predicted"),
+        "oom_at_risk": sum(1 for r in results if r["outcome"] == "oom_at_risk"),
+        "conservative": sum(1 for r in ran if r.get("conservative")),
+        "not_conservative": [
+            {k: r[k] for k in ("model", "role", "tokens", "entropy_coeff", "ratio_allocated")}
+            for r in ran
+            if r.get("conservative") is False
+        ],
         "ratio_allocated_min": min(ratios) if ratios else None,
         "ratio_allocated_max": max(ratios) if ratios else None,
+        "outside_torch_gb_max": max(outside) if outside else None,
     }
+
+
+def gpu_memory_gb(torch: Any, cuda: bool) -> float:
+    """The GPU's memory in GiB (what torch reports), or the dry run's nominal size."""
+    if not cuda:
+        return DRY_GPU_GB
+    return round(torch.cuda.get_device_properties(0).total_memory / 2**30, 3)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -379,27 +469,32 @@ def main(argv: list[str] | None = None) -> int:
     if args.budgets:
         budgets = tuple(int(b) for b in args.budgets.split(","))
     models = ("tiny",) if args.dry_run else tuple(args.models.split(","))
+    gpu_gb = gpu_memory_gb(torch, not args.dry_run)
     report: dict[str, Any] = {
         "schema_version": SCHEMA,
         "dry_run": args.dry_run,
         "started_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(torch, not args.dry_run),
         "budgets": list(budgets),
+        "gpu_memory_gb": gpu_gb,
         "results": [],
         "errors": [],
     }
     for name in models:
-        results, errors = run_model(name, budgets, args, deadline)
+        results, errors = run_model(name, budgets, args, deadline, gpu_gb)
         report["results"] += results
         report["errors"] += errors
     report["summary"] = summary(report["results"])
     report["seconds"] = round(time.monotonic() - started, 1)
     atomic_write_json(args.out, report)
+    bad = failed(report)
     print(
-        f"GPU_ACCEPTANCE cases={len(report['results'])} errors={len(report['errors'])} "
-        f"report={args.out}"
+        f"GPU_ACCEPTANCE {'FAILED' if bad else 'OK'} cases={len(report['results'])} "
+        f"oom_as_predicted={report['summary']['oom_as_predicted']} "
+        f"not_conservative={len(report['summary']['not_conservative'])} "
+        f"errors={len(report['errors'])} report={args.out}"
     )
-    return 1 if report["errors"] else 0
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -20,11 +20,13 @@ FUSED_BYTES_PER_ENTRY = 16  # fp32 chunk logits, probabilities, their gradient, 
 # bytes per (token x vocabulary entry) live at the actor update's peak, unfused, by entropy in
 # the loss (False/True); see `logits_bytes`
 VERL_LOGITS_BYTES = {False: 6, True: 8}
-LOCAL_LOGITS_BYTES = {False: 12, True: 24}
+LOCAL_LOGITS_BYTES = {False: 12, True: 28}  # True: measured on an H200 (see `logits_bytes`)
 VLLM_RUNTIME_GIB = (
     1.3  # vLLM's profiled non-KV peak (activations, CUDA graphs, non-torch), seed item 16
 )
-TRAINER_RUNTIME_GIB = {"verl": 1.0, "local": 0.5}  # CUDA context, cuBLAS workspaces, NCCL
+# outside torch's allocator: CUDA context, cuBLAS workspaces (+ NCCL for verl); the local
+# trainer's 0.753-0.755 GiB was read on an H200 (torch 2.11, CUDA 13.0; tools/gpu_acceptance.py)
+TRAINER_RUNTIME_GIB = {"verl": 1.0, "local": 0.8}
 
 
 def state_bytes(
@@ -180,7 +182,10 @@ def logits_bytes(
       local trainer (`Actor.forward`): fp32 logits -> log_softmax (kept, 4 B) -> gather; at the
         log_softmax backward its output, the scattered gradient and the input gradient coexist:
         12 B per entry. Entropy in the loss (`entropy_from_logits`) also keeps the fp32 logits
-        and softmax (8 B) and adds their gradients: 24 B.
+        and softmax (8 B) and adds their gradients: 24 B by that count (and on the CPU), but
+        28 B measured on CUDA (H200, torch 2.11: 15.9 B per entry over the same update without
+        entropy at 8K and 16K tokens, Qwen3-0.6B and 1.7B shapes; docs/gpu/*.json), where the
+        backward of logsumexp and softmax holds full-size fp32 temporaries of its own.
       verl (remove-padding path, flash-attn cross entropy): the bf16 logits, a second full-size
         copy (verl 0.8's out-of-place temperature scaling; 0.9.1's unpadded concatenation) and
         their gradient: 6 B; with entropy the softmax probabilities kept for its backward: 8 B.
