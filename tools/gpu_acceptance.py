@@ -18,7 +18,10 @@ out-of-memory where it said `oom` is recorded as the estimate's agreement (where
 `at_risk`, as the margin it names). Any other failing case
 is recorded and the run goes on; cases past `--time-limit-s` are skipped. Beside each peak the
 memory the process holds outside torch's allocator (CUDA context, cuBLAS workspaces) is read
-from `torch.cuda.mem_get_info`, against the estimate's `runtime` part.
+from `torch.cuda.mem_get_info`, against the estimate's `runtime` part. Last, one whole
+`PPOTrainer.update` (16 rows of 2K tokens on the 0.6B shape, 8K budgets: no-grad passes, GAE,
+both roles' PPO epochs, the update proof) and the adapter's export; its phases' times and its
+peak against the estimate's larger role (`--no-update` skips it).
 
 The device machine (torch 2.11 + CUDA, transformers, peft; no verl, vLLM or Ray) lacks pydantic
 and orjson, which forge's modules import: carry their wheels. Here, once, in the repo root:
@@ -49,6 +52,7 @@ import json
 import os
 import platform
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -62,6 +66,9 @@ BUDGETS = (2048, 8192, 16384, 24576, 32768)
 DRY_BUDGETS = (64, 128, 256)
 DRY_GPU_GB = 141.0  # the dry run's GPU for the estimate (an H200's nominal size)
 ENTROPY = 0.01
+# the whole-update check: tasks x attempts rows of ROW_TOKENS each, under an 8K budget
+UPDATE = {"model": "qwen3-0.6b", "tasks": 8, "attempts": 2, "row_tokens": 2048, "budget": 8192}
+DRY_UPDATE = {"model": "tiny", "tasks": 4, "attempts": 2, "row_tokens": 64, "budget": 256}
 PROMPT_TOKENS = 32
 ROWS = 2  # rows per micro-batch, each half the budget
 TINY_CONFIG = {
@@ -93,6 +100,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--models", default=",".join(MODELS), help="shipped shapes, comma-separated")
     p.add_argument("--budgets", default=None, help="tokens per micro-batch, comma-separated")
     p.add_argument("--time-limit-s", type=float, default=420.0, help="skip cases after this")
+    p.add_argument("--no-update", action="store_true", help="skip the whole-update check")
     return p.parse_args(argv)
 
 
@@ -168,6 +176,92 @@ def fake_rows(tokens: int, vocab: int) -> list[Any]:
             )
         )
     return rows
+
+
+def update_rows(tasks: int, attempts: int, row_tokens: int, vocab: int) -> list[Any]:
+    """tasks x attempts rows as a rollout writes them: per task one success and one failure
+    (reward on the last action token), every response token an action."""
+    import torch
+
+    from forge_rollout.rows import RowHeader, SampleRow
+
+    generator = torch.Generator().manual_seed(row_tokens)
+    prompt = min(PROMPT_TOKENS, row_tokens // 4)
+    response = row_tokens - prompt
+    rows = []
+    for task in range(tasks):
+        for attempt in range(attempts):
+            reward = float(attempt % 2 == 0)
+            rewards = torch.zeros(response, dtype=torch.float32)
+            rewards[-1] = reward
+            rows.append(
+                SampleRow(
+                    header=RowHeader(
+                        task_id=f"task{task}",
+                        episode_id=f"task{task}-{attempt}",
+                        attempt=attempt,
+                        row_index=0,
+                        n_calls=1,
+                        reward=reward,
+                    ),
+                    prompt_ids=torch.randint(vocab, (prompt,), generator=generator),
+                    response_ids=torch.randint(vocab, (response,), generator=generator),
+                    response_mask=torch.ones(response, dtype=torch.int64),
+                    rollout_log_probs=torch.full((response,), -12.0),
+                    token_level_rewards=rewards,
+                )
+            )
+    return rows
+
+
+def whole_update(args: argparse.Namespace, gpu_gb: float) -> dict[str, Any]:
+    """One `PPOTrainer.update` (no-grad passes, GAE, PPO epochs of both roles, the update
+    proof, finite metrics) on the device, and the adapter exported from it: its phases' times,
+    throughput and peak memory against the estimate's largest role."""
+    import torch
+
+    cuda = not args.dry_run
+    plan = DRY_UPDATE if args.dry_run else UPDATE
+    raw, shape = model_config(str(plan["model"]), args.dry_run)
+    spec = spec_for(int(plan["budget"]), ENTROPY)
+    held = [build_trainer(raw, torch.device("cuda" if cuda else "cpu"), spec)]  # freed below
+    rows = update_rows(
+        int(plan["tasks"]), int(plan["attempts"]), int(plan["row_tokens"]), shape.vocab_size
+    )
+    out: dict[str, Any] = {"plan": plan}
+
+    def step() -> None:
+        result = held[0].update(rows, step=1)
+        out["result"] = {
+            k: getattr(result, k)
+            for k in ("rows", "tokens", "action_tokens", "actor_optimizer_steps")
+        } | {"critic_optimizer_steps": result.critic_optimizer_steps}
+        out["metrics"] = {
+            k: round(v, 4)
+            for k, v in sorted(result.metrics.items())
+            if k.startswith(("timing_s/", "perf/", "actor/", "critic/"))
+        }
+
+    try:
+        out["measured"] = measure(step, torch, cuda)
+        with tempfile.TemporaryDirectory() as folder:
+            held[0].export_adapter(Path(folder) / "adapter")
+            written = sorted(f.name for f in (Path(folder) / "adapter").iterdir())
+            out["adapter_files"] = written
+    except Exception as exc:  # the report says what failed; the run fails
+        out["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+    finally:
+        held.clear()
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+    roles = [predict(spec, shape, role, gpu_gb) for role in ("actor", "critic")]
+    out["predicted_torch_gb"] = max(r["torch_peak_gb"] for r in roles)
+    if cuda and "error" not in out:
+        peak = out["measured"]["peak_allocated_gb"]
+        out["conservative"] = peak <= out["predicted_torch_gb"]
+    print(json.dumps({k: out.get(k) for k in ("measured", "predicted_torch_gb", "error")}))
+    return out
 
 
 def update_data(rows: list[Any]) -> Any:
@@ -302,8 +396,11 @@ def failure_outcome(exc: BaseException, verdict: str) -> str | None:
 
 
 def failed(report: dict[str, Any]) -> bool:
-    """The run fails on an unforeseen error or a measured peak above its estimate."""
-    return bool(report["errors"] or report["summary"]["not_conservative"])
+    """The run fails on an unforeseen error, a measured peak above its estimate, or a whole
+    update that failed or went above its estimate."""
+    update = report.get("update") or {}
+    bad_update = "error" in update or update.get("conservative") is False
+    return bool(report["errors"] or report["summary"]["not_conservative"] or bad_update)
 
 
 def free_after_failure(trainer: Any, torch: Any, cuda: bool) -> None:
@@ -485,6 +582,8 @@ def main(argv: list[str] | None = None) -> int:
         report["results"] += results
         report["errors"] += errors
     report["summary"] = summary(report["results"])
+    if not args.no_update:
+        report["update"] = whole_update(args, gpu_gb)
     report["seconds"] = round(time.monotonic() - started, 1)
     atomic_write_json(args.out, report)
     bad = failed(report)

@@ -37,6 +37,14 @@ def test_dry_run_writes_the_report(tmp_path: Path) -> None:
         assert ("logits" in predicted["parts"]) is (result["role"] == "actor")
     assert report["summary"]["cases"] == len(report["results"])
     assert report["summary"]["not_conservative"] == [] and not gpu_acceptance.failed(report)
+    update = report["update"]  # one whole PPOTrainer.update, then the adapter exported
+    plan = gpu_acceptance.DRY_UPDATE
+    assert "error" not in update, update
+    assert update["result"]["rows"] == plan["tasks"] * plan["attempts"]
+    assert update["result"]["tokens"] == update["result"]["rows"] * plan["row_tokens"]
+    assert update["result"]["actor_optimizer_steps"] >= 2  # 2 tasks per mini-batch
+    assert update["metrics"]["timing_s/update"] > 0 and "timing_s/ppo_epochs" in update["metrics"]
+    assert update["adapter_files"] == ["adapter_config.json", "adapter_model.safetensors"]
 
 
 class OutOfMemoryError(RuntimeError):
@@ -73,6 +81,11 @@ def test_a_peak_above_its_estimate_fails_the_run() -> None:
     clean = gpu_acceptance.summary([ok, foreseen])
     assert not gpu_acceptance.failed({"errors": [], "summary": clean})
     assert gpu_acceptance.failed({"errors": [above | {"error": "x"}], "summary": clean})
+    broken = {"errors": [], "summary": clean, "update": {"error": "RuntimeError: device"}}
+    assert gpu_acceptance.failed(broken)
+    over = {"errors": [], "summary": clean, "update": {"conservative": False}}
+    assert gpu_acceptance.failed(over)
+    assert not gpu_acceptance.failed(over | {"update": {"conservative": True}})
 
 
 def test_without_cuda_it_refuses_with_the_fix(tmp_path: Path, capsys) -> None:
