@@ -463,6 +463,29 @@ GO_FAIL = (  # go 1.19, no -v: the failing test's line, its package, a package w
     "?   \texample.com/m/sub\t[no test files]\nFAIL\n"
 )
 GO_OK = "ok  \texample.com/m\t0.002s\n?   \texample.com/m/sub\t[no test files]\n"
+# go 1.19 -v over three packages (captured 2026-12-04): calc's binary exits 0 in its `init`
+# (`func init() { os.Exit(0) }`): go prints its `ok` line alone, no test of it ran
+GO_V_GOOD = (
+    "=== RUN   TestMul\n--- PASS: TestMul (0.00s)\n=== RUN   TestNothing\n"
+    "--- PASS: TestNothing (0.00s)\nPASS\nok  \texample.com/gox/good\t0.002s\n"
+)
+GO_V_EMPTY = (
+    "testing: warning: no tests to run\nPASS\nok  \texample.com/gox/empty\t0.006s "
+    "[no tests to run]\n"
+)
+GO_V_INIT_EXIT = "ok  \texample.com/gox/calc\t0.005s\n" + GO_V_EMPTY + GO_V_GOOD
+GO_V_COVER = (  # -v -cover: a `coverage:` line between PASS and ok
+    "=== RUN   TestMul\n--- PASS: TestMul (0.00s)\nPASS\ncoverage: 100.0% of statements\n"
+    "ok  \texample.com/gox/good\t0.002s\tcoverage: 100.0% of statements\n"
+)
+# cargo 1.9x, stdout (captured 2026-12-04): tests/add.rs calls library code that runs
+# `std::process::exit(0)`; its binary began and printed no result; cargo exited 0
+CARGO_CUT = (
+    "\nrunning 1 test\ntest tests::mul_works ... ok\n\ntest result: ok. 1 passed; 0 failed; "
+    "0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n\n\nrunning 2 tests\n\n"
+    "running 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; "
+    "0 filtered out; finished in 0.00s\n\n"
+)
 # Maven 3.8 + surefire 2.22 (Debian's, offline): a class line, then the module's summary
 MAVEN = (
     "[INFO] Running calc.CalcTest\n[ERROR] Tests run: 2, Failures: 1, Errors: 0, Skipped: 0, "
@@ -532,8 +555,15 @@ MAVEN_COLOUR = (  # without -B it colours a pipe too
             "go-test",
             "stdout: 1 go test verdict lines",
         ),
-        (GO_OK, "", "go-test", "stdout: 1 go test packages ok"),
-        ("ok  \texample.com/m\t(cached)\n", "", "go-test", "stdout: 1 go test packages ok"),
+        (GO_V_EMPTY + GO_V_GOOD, "", "go-test", "stdout: 2 go test verdict lines"),
+        (GO_V_COVER, "", "go-test", "stdout: 1 go test verdict lines"),
+        (GO_FAIL + GO_OK, "", "go-test", "stdout: 1 go test verdict lines"),  # no -v
+        (
+            CARGO.replace("running 1 test\n", ""),
+            "",
+            "cargo-test",
+            "stdout: libtest results, 3 tests ran",
+        ),
         (MAVEN, "", "surefire", "stdout: Maven test summary, 2 ran"),
         (MAVEN_COLOUR, "", "surefire", "stdout: Maven test summary, 2 ran"),
         # a run cut before its summary: the per-class lines count
@@ -571,6 +601,12 @@ def test_the_evidence_found_and_what_it_says(stdout, stderr, kind, detail) -> No
         CARGO_NONE,
         "error: could not compile `demo` (lib test) due to 1 previous error\n",
         "ok  \texample.com/m\t0.002s [no tests to run]\n",
+        GO_OK,  # without -v a package's `ok` line is all an exit 0 in its `init` prints too
+        "ok  \texample.com/m\t(cached)\n",
+        GO_V_INIT_EXIT,  # a package's binary that exited before its tests, beside real ones
+        GO_V_GOOD.replace("PASS\nok", "ok"),
+        CARGO_CUT,  # a test binary that exited part-way, beside one that finished
+        CARGO + "running 2 tests\ntest a ... ok\n",  # the last binary never finished
         "FAIL\texample.com/m [build failed]\n?   \texample.com/m/sub\t[no test files]\nFAIL\n",
         "[INFO] Tests run: 1, Failures: 0, Errors: 0, Skipped: 1\n",  # skipped only
         "[ERROR] COMPILATION ERROR : \n[INFO] BUILD FAILURE\n",

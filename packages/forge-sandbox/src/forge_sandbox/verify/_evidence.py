@@ -17,9 +17,15 @@ failing patch. A reward counts only when the run shows its tests ran, by one of:
                       --tap); colour codes ignored
     cargo-test        Rust's libtest: `test result: ok|FAILED. P passed; F failed; ...` with
                       P + F >= 1 over the run's test binaries (a filter that matched nothing
-                      prints `0 passed; 0 failed`: not evidence)
-    go-test           Go's `--- PASS: T` / `--- FAIL: T` lines, or a package's `ok  <pkg>
-                      <time>` without `[no tests to run]` (`FAIL <pkg> [build failed]` is not)
+                      prints `0 passed; 0 failed`: not evidence), and every binary that began
+                      (`running N tests`) printed its result: a binary that exits 0 part-way
+                      (the code under test calling `std::process::exit(0)`) is a success to
+                      cargo, and its tests never ran
+    go-test           Go's `--- PASS: T` / `--- FAIL: T` lines (`go test -v`, and every
+                      failure), and in a verbose run every package's `ok  <pkg>` line after
+                      testing's own `PASS`: a test binary that exits 0 before its tests (an
+                      `os.Exit(0)` in a package's `init`) prints `ok  <pkg>  <time>` and nothing
+                      else, so a package's `ok` line alone (go test without -v) is not evidence
     surefire          Maven's test summary `Tests run: N, Failures: F, Errors: E, Skipped: S`
                       (surefire; JUnit under Maven) with N - S >= 1 (Gradle prints no counts:
                       its junit XML copied to /logs/verifier is its evidence)
@@ -71,25 +77,25 @@ _JS_SUMMARIES = (  # (runner, its summary line; group 1 counts tests)
     ("node --test", re.compile(r"^\u2139 tests (\d+)\s*$", re.MULTILINE)),
     ("TAP", re.compile(r"^# tests (\d+)\s*$", re.MULTILINE)),  # node --test, tape, ava --tap
 )
-# libtest's line per test binary; group 1 passed, group 2 failed
+# libtest's line per test binary (group 1 passed, group 2 failed), after its header
 _CARGO_RESULT = re.compile(r"^test result: (?:ok|FAILED)\. (\d+) passed; (\d+) failed;", re.M)
-# go test: a test's verdict line (-v, and every failure), or a package that ran tests
+_CARGO_RUNNING = re.compile(r"^running \d+ tests?$", re.MULTILINE)
+# go test: a test's verdict line (-v, and every failure); a package's `ok` line and the line
+# before it (testing's `PASS` in a verbose run)
 _GO_VERDICT = re.compile(r"^ *--- (?:PASS|FAIL): \S", re.MULTILINE)
+_GO_VERBOSE = re.compile(r"^=== RUN ", re.MULTILINE)
 # Maven's summary per module, and its line per test class (`, Time elapsed: ...` after it)
 _SUREFIRE = re.compile(
     r"^(?:\[\w+\] )?Tests run: (\d+), Failures: \d+, Errors: \d+, Skipped: (\d+)"
     r"(, Time elapsed)?",
     re.MULTILINE,
 )
-_GO_PACKAGE_OK = re.compile(
-    r"^ok  \t\S+\t(?:[\d.]+s|\(cached\))(?![^\n]*\[no tests to run\])", re.M
-)
 
 EVIDENCE_FIX = (
     "make tests/test.sh show that its tests ran: print SWE-bench's markers "
     f"('{START_MARKER}' / '{END_MARKER}') around the test command, run pytest with -rA, "
     "unittest with -v, a JavaScript runner with its summary (mocha, jest, vitest, ava, tap, "
-    "uvu, node --test, TAP), cargo test, go test or Maven, or write a junit XML or CTRF JSON "
+    "uvu, node --test, TAP), cargo test, go test -v or Maven, or write a junit XML or CTRF JSON "
     "report under /logs/verifier/"
 )
 
@@ -108,6 +114,41 @@ def _markers(stream: str) -> bool:
     return start >= 0 and stream.find(END_MARKER, start + len(START_MARKER)) >= 0
 
 
+def _cargo_binary_cut(plain: str) -> bool:
+    """A libtest binary began (`running N tests`) and printed no result before the next one
+    began or the stream ended: it exited part-way (cargo counts an exit 0 as a success)."""
+    events = sorted(
+        [(m.start(), True) for m in _CARGO_RUNNING.finditer(plain)]
+        + [(m.start(), False) for m in _CARGO_RESULT.finditer(plain)]
+    )
+    began = False
+    for _start, header in events:
+        if header and began:
+            return True
+        began = header
+    return began
+
+
+def _go_package_cut(plain: str) -> bool:
+    """In a verbose run, a package's `ok` line not right after testing's `PASS` (and its
+    `coverage:` line under -cover): its test binary exited 0 before its tests ran (go test -v
+    prints `PASS` before every `ok`, the `[no tests to run]` packages' included; a cached
+    package replays both). Without -v a passing package prints its `ok` line alone, and the
+    verdict lines that make evidence there are failures'."""
+    if not _GO_VERBOSE.search(plain):
+        return False
+    lines = plain.splitlines()
+    for index, line in enumerate(lines):
+        if not line.startswith("ok  \t"):
+            continue
+        before = index - 1
+        while before >= 0 and lines[before].startswith("coverage: "):
+            before -= 1
+        if before < 0 or lines[before].strip() != "PASS":
+            return True
+    return False
+
+
 def _stream_evidence(name: str, stream: str) -> Evidence | None:
     """Evidence printed on one stream (stdout or stderr) of test.sh."""
     if _markers(stream):
@@ -124,12 +165,12 @@ def _stream_evidence(name: str, stream: str) -> Evidence | None:
         counted = sum(int(n) for n in summary.findall(plain))
         if counted >= 1:
             return Evidence(kind="js-runner", detail=f"{name}: {runner} summary, {counted} tests")
-    if (libtest := sum(int(p) + int(f) for p, f in _CARGO_RESULT.findall(plain))) >= 1:
+    libtest = sum(int(p) + int(f) for p, f in _CARGO_RESULT.findall(plain))
+    if libtest >= 1 and not _cargo_binary_cut(plain):
         return Evidence(kind="cargo-test", detail=f"{name}: libtest results, {libtest} tests ran")
-    if verdicts := _GO_VERDICT.findall(plain):
+    verdicts = _GO_VERDICT.findall(plain)
+    if verdicts and not _go_package_cut(plain):
         return Evidence(kind="go-test", detail=f"{name}: {len(verdicts)} go test verdict lines")
-    if packages := _GO_PACKAGE_OK.findall(plain):
-        return Evidence(kind="go-test", detail=f"{name}: {len(packages)} go test packages ok")
     found = _SUREFIRE.findall(plain)
     summaries = [(n, s) for n, s, per_class in found if not per_class]
     lines = summaries or [(n, s) for n, s, _ in found]  # a run cut before its summary
