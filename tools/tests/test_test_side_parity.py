@@ -49,3 +49,53 @@ def test_the_importers_pathspecs_pick_the_same_paths_through_git(tmp_path: Path)
     listed = subprocess.run([git, *repo, "ls-files", "--", *specs], env=env, check=True,
                             capture_output=True, text=True).stdout.split()  # fmt: skip
     assert set(listed) == EXPECTED
+
+
+def _git_diff(tmp_path: Path) -> str:
+    """A real `git diff` over the names git writes differently: a space (a tab ends it), a
+    quote and a non-ASCII byte (C-quoted), a new and a removed file, a rename with a change
+    (a pure rename has no `---`/`+++` pair: neither package, nor the adapters, reads it), and
+    a hunk whose removed line reads `--- x` and added line `+++ y`."""
+    git = shutil.which("git")
+    if git is None:
+        pytest.fail("expected git on PATH (the patches compared here are git's)")
+
+    def run(*args: str) -> str:
+        env = {"GIT_CONFIG_GLOBAL": "/dev/null", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+        done = subprocess.run([git, *args], cwd=tmp_path, env=env, check=True,
+                              capture_output=True, text=True)  # fmt: skip
+        return done.stdout
+
+    (tmp_path / "Nx Cloud").mkdir()
+    files = {"Nx Cloud/a b.ts": "a\n", "naïve.py": "x\n", 'q"t.py': "q\n", "gone.py": "g\n",
+             "old_name.py": "same\n" * 5, "trap.txt": "-- x\nkeep\n"}  # fmt: skip
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    run("init", "-q")
+    run("add", "-A")
+    run("-c", "user.email=a@b", "-c", "user.name=n", "commit", "-qm", "start")
+    for name in ("Nx Cloud/a b.ts", "naïve.py", 'q"t.py'):
+        with (tmp_path / name).open("a", encoding="utf-8") as handle:
+            handle.write("more\n")
+    (tmp_path / "gone.py").unlink()
+    (tmp_path / "new file.py").write_text("n\n", encoding="utf-8")
+    (tmp_path / "old_name.py").rename(tmp_path / "new_name.py")  # a rename with a change
+    with (tmp_path / "new_name.py").open("a", encoding="utf-8") as handle:
+        handle.write("changed\n")
+    (tmp_path / "trap.txt").write_text("++ y\nkeep\n", encoding="utf-8")
+    run("add", "-A")
+    return run("diff", "--cached", "-M")
+
+
+def test_both_packages_read_the_same_paths_from_a_git_diff(tmp_path: Path) -> None:
+    from forge_data.importers._layout import patch_paths as importer_paths
+    from forge_sandbox.verify._gold import patch_paths as carry_paths
+
+    patch = _git_diff(tmp_path)
+    assert '"a/na\\303\\257ve.py"' in patch and "--- a/Nx Cloud/a b.ts\t" in patch
+    assert "\n--- x\n" in patch and "\n+++ y\n" in patch  # the trap's hunk lines
+    before, touched = importer_paths(patch)
+    expected = {"Nx Cloud/a b.ts", "naïve.py", 'q"t.py', "gone.py", "new file.py",
+                "old_name.py", "new_name.py", "trap.txt"}  # fmt: skip
+    assert set(touched) == expected == set(carry_paths(patch))
+    assert set(before) == expected - {"new file.py", "new_name.py"}  # the pre-images

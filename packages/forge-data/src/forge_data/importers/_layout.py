@@ -238,13 +238,69 @@ def test_files(ids: list[str]) -> list[str] | None:
     return sorted(files)
 
 
+_HUNK_HEAD = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+
+
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def _unquoted(quoted: str) -> str:
+    """A C-quoted git name decoded: octal escapes are UTF-8 bytes."""
+    out = bytearray()
+    i = 1
+    while i < len(quoted) and quoted[i] != '"':
+        if quoted[i] != "\\":
+            out += quoted[i].encode("utf-8")
+            i += 1
+        elif quoted[i + 1 : i + 2].isdigit():
+            out.append(int(quoted[i + 1 : i + 4], 8) & 0xFF)
+            i += 4
+        else:
+            out.append(_C_ESCAPES.get(quoted[i + 1 : i + 2], ord(quoted[i + 1 : i + 2] or "\\")))
+            i += 2
+    return out.decode("utf-8", "surrogateescape")
+
+
+def _diff_name(header: str) -> str | None:
+    """The path of a `--- a/x` / `+++ b/x` line; None for /dev/null. git ends a name holding
+    a space with a tab and C-quotes one holding a quote, backslash, control or non-ASCII
+    byte (forge-sandbox's `verify/_gold._name` reads them alike: tools/tests checks both)."""
+    raw = header[4:]
+    name = _unquoted(raw) if raw.startswith('"') else raw.split("\t", 1)[0].strip()
+    if name == "/dev/null":
+        return None
+    return name[2:] if name[:2] in ("a/", "b/") else name
+
+
 def patch_paths(patch: str) -> tuple[list[str], list[str]]:
     """(paths the patch changes that exist before it, every path it touches), in diff order.
 
-    The adapters' rule (`--- a/` pre-images, `+++ b/` post-images; `/dev/null` skipped).
+    The adapters' rule (`--- a/` pre-images, `+++ b/` post-images; `/dev/null` skipped), read
+    from each file's header pair: a hunk's lines are skipped by its counts (a removed line
+    `-- x` reads `--- x`), a name with a space ends at git's tab, a quoted name is decoded.
     """
-    before = re.findall(r"^--- a/(\S+)", patch, re.M)
-    after = re.findall(r"^\+\+\+ b/(\S+)", patch, re.M)
+    lines = patch.splitlines()
+    before: list[str] = []
+    after: list[str] = []
+    i = 0
+    while i < len(lines):
+        head = _HUNK_HEAD.match(lines[i])
+        if head:  # skip the hunk: its old and new line counts
+            old, new = int(head.group(1) or 1), int(head.group(2) or 1)
+            i += 1
+            while i < len(lines) and (old > 0 or new > 0):
+                mark = lines[i][:1]
+                old -= mark in (" ", "-", "")
+                new -= mark in (" ", "+", "")
+                i += 1
+            continue
+        if lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            old_name, new_name = _diff_name(lines[i]), _diff_name(lines[i + 1])
+            before += [old_name] if old_name else []
+            after += [new_name] if new_name else []
+            i += 2
+            continue
+        i += 1
     return list(dict.fromkeys(before)), list(dict.fromkeys(before + after))
 
 

@@ -54,9 +54,36 @@ def _lines(text: str) -> list[str]:
     return _LINE.findall(text)
 
 
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def unquote_c(quoted: str) -> str:
+    """A name git C-quoted (core.quotePath: a quote, backslash, control or non-ASCII byte in
+    it): `"a/na\\303\\257ve.py"` -> `a/naïve.py`; bytes that are not UTF-8 stay escaped
+    as surrogates."""
+    out = bytearray()
+    body = quoted[1:]
+    i = 0
+    while i < len(body) and body[i] != '"':
+        char = body[i]
+        if char != "\\":
+            out += char.encode("utf-8")
+            i += 1
+        elif body[i + 1 : i + 2].isdigit():
+            out.append(int(body[i + 1 : i + 4], 8) & 0xFF)
+            i += 4
+        else:
+            out.append(_C_ESCAPES.get(body[i + 1 : i + 2], ord(body[i + 1 : i + 2] or "\\")))
+            i += 2
+    return out.decode("utf-8", "surrogateescape")
+
+
 def _name(header: str) -> str | None:
-    """The path of a `--- a/x` / `+++ b/x` header line; None for /dev/null."""
-    name = header[4:].rstrip("\n").split("\t", 1)[0].strip()
+    """The path of a `--- a/x` / `+++ b/x` header line; None for /dev/null. git ends a name
+    holding a space with a tab, and C-quotes one holding a quote, backslash, control or
+    non-ASCII byte."""
+    raw = header[4:].rstrip("\n")
+    name = unquote_c(raw) if raw.startswith('"') else raw.split("\t", 1)[0].strip()
     if name == "/dev/null":
         return None
     return name[2:] if name[:2] in ("a/", "b/") else name
