@@ -537,6 +537,19 @@ def test_the_change_audit_reads_what_the_change_carries(tmp_path, path, text, fl
     assert audit_change(Change(copy=(path,), delete=()), archive) == flags
 
 
+@pytest.mark.parametrize("path", ["pyproject.toml", "tox.ini", "conftest.py", "x/a.pth"])
+def test_a_config_file_the_carry_let_through_is_not_flagged(path) -> None:
+    """The carry carries a config file only when its runner part is the task's or the gold's
+    (or it is exactly the gold's): a fix that pins a dependency is not a hack. Refused, it
+    is kept and flagged; where the carry refused the whole change, the raw change is read."""
+    test_file = {"change_test_files": 1} if path == "conftest.py" else {}  # on the test side
+    assert audit_change(Change(copy=(path,), delete=()), None) == test_file
+    kept = Change(copy=(), delete=(), kept=(path,))
+    assert audit_change(kept, None) == {"change_test_config": 1} | test_file
+    raw = Change(copy=(path,), delete=())
+    assert audit_change(raw, None, carried=False).get("change_test_config") == 1
+
+
 def test_a_kept_test_side_path_is_a_test_file_and_a_kept_harness_file_is_config() -> None:
     side = Change(copy=(), delete=(), kept=("tests/__init__.py",))
     assert audit_change(side, None) == {"change_test_files": 1}
@@ -603,9 +616,11 @@ def test_a_config_change_the_gold_makes_is_carried_when_it_is_the_golds(job: dic
     assert job["rewards"][GOLD_CONFIG_FIX] == 1.0, job["errors"].get(GOLD_CONFIG_FIX)
     audit = job["audits"][GOLD_CONFIG_FIX]
     assert audit["copied"] == ["calc/__init__.py", "tox.ini"] and audit["kept"] == []
+    assert audit["flags"] == {}  # the answer's own config: no hack flag on a correct answer
     # the same change where the row's gold does not name tox.ini: kept, the marker is refused
     assert job["rewards"][GOLD_CONFIG_UNKNOWN] == 0.0, job["errors"].get(GOLD_CONFIG_UNKNOWN)
     assert job["audits"][GOLD_CONFIG_UNKNOWN]["kept"] == ["tox.ini"]
+    assert job["audits"][GOLD_CONFIG_UNKNOWN]["flags"] == {"change_test_config": 1}
     # the gold's tox.ini with a plugin added (no fix): not the gold's, kept; carried it scores 1
     assert job["rewards"][GOLD_CONFIG_PLUGIN] == 0.0, job["errors"].get(GOLD_CONFIG_PLUGIN)
     assert job["audits"][GOLD_CONFIG_PLUGIN]["kept"] == ["tox.ini"]

@@ -281,8 +281,8 @@ class _Transfer:
         self.carried = Change(copy=change.copy, delete=change.delete, kept=("conftest.py",))
         return self.carried
 
-    def write_audit(self, change, archive, trial_dir):
-        self.calls.append(("audit", (change, archive, trial_dir)))
+    def write_audit(self, change, archive, trial_dir, carried):
+        self.calls.append(("audit", (change, archive, trial_dir, carried)))
 
 
 def _carry_with(transfer: _Transfer, state: _TrialState, tmp_path: Path) -> bool:
@@ -303,7 +303,12 @@ def test_a_change_is_carried_and_audited(monkeypatch, tmp_path: Path) -> None:
     assert transfer.calls[3][1][0] is transfer.carried
     assert transfer.calls[0][1] == ("agent", tmp_path, True)
     assert transfer.calls[2][1] == ("agent", "fresh", transfer.change, "/testbed", tmp_path)
-    assert transfer.calls[3][1] == (transfer.carried, tmp_path / "change.tar", tmp_path / "trial")
+    assert transfer.calls[3][1] == (
+        transfer.carried,
+        tmp_path / "change.tar",
+        tmp_path / "trial",
+        True,
+    )
 
 
 @pytest.mark.parametrize(
@@ -322,6 +327,7 @@ def test_a_change_the_agent_made_uncarriable_scores_zero(
     assert _carry_with(transfer, state, tmp_path) is False
     assert state.zero_for is error and isinstance(state.failure, AgentCausedFailure)
     assert [name for name, _ in transfer.calls][-1] == "audit"  # audited even so
+    assert transfer.calls[-1][1][-1] is False  # the raw change: the carry refused it
 
 
 def test_a_backend_failure_while_carrying_stays_infrastructure(monkeypatch, tmp_path) -> None:

@@ -278,8 +278,9 @@ def _caused_by_change(exc: VerifierError) -> bool:
     return True
 
 
-def _write_change_audit(change: Change, archive: Path, trial_dir: Path) -> None:
-    """`agent/change-audit.json`: what the agent changed and the audit's flags on it."""
+def _write_change_audit(change: Change, archive: Path, trial_dir: Path, carried: bool) -> None:
+    """`agent/change-audit.json`: what the agent changed and the audit's flags on it
+    (`carried`: the change is what the carry let through)."""
     atomic_write_json(
         trial_dir / "agent" / "change-audit.json",
         {
@@ -291,7 +292,7 @@ def _write_change_audit(change: Change, archive: Path, trial_dir: Path) -> None:
             "n_copied": len(change.copy),
             "n_deleted": len(change.delete),
             "n_kept": len(change.kept),
-            "flags": audit_change(change, archive),
+            "flags": audit_change(change, archive, carried=carried),
         },
     )
 
@@ -310,13 +311,15 @@ async def _carry(
         after = await take_manifest(agent_box, scratch, after_agent=True)
         state.change = diff_manifests(before, after)
         side = await asyncio.to_thread(task_test_side, task_dir)
+        carried = False
         try:  # the change less the harness's files and the test side (`kept`: the task's stay)
             state.change = await carry_change(
                 agent_box, fresh, state.change, before, scratch, after, side
             )
+            carried = True
         finally:
             await asyncio.to_thread(
-                _write_change_audit, state.change, scratch / "change.tar", trial_dir
+                _write_change_audit, state.change, scratch / "change.tar", trial_dir, carried
             )
     except (ChangeError, SandboxError) as exc:
         # a change it made uncarriable, or its sandbox dead under its own commands (`kill -9`
