@@ -15,6 +15,8 @@ from pathlib import Path
 import bench
 import pytest
 from aiohttp import web
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from forge_rollout import run_app_in_thread
 
@@ -133,3 +135,32 @@ def test_the_pairing_harness_times_every_way_for_the_same_calls(long, monkeypatc
         ("gateway", b"s1c2"),
         ("direct", b"s1c2"),
     ]
+
+
+@pytest.fixture(scope="module")
+def rollout_batch():
+    return _load("bench_rollout_batch")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    paths=st.lists(st.floats(min_value=0.0, max_value=100.0), min_size=1, max_size=40),
+    slots=st.integers(min_value=1, max_value=12),
+)
+def test_a_list_schedule_lies_between_the_packing_bound_and_grahams(paths, slots) -> None:
+    """The rollout batch's reported schedule bounds: never under the perfect-packing bound
+    (max path, sum / slots), never over Graham's list-scheduling bound (sum / slots + max),
+    whatever the order."""
+    module = _load("bench_rollout_batch")
+    packing = max(max(paths), sum(paths) / slots)
+    for order in (paths, sorted(paths, reverse=True)):
+        span = module.list_schedule(order, slots)
+        assert packing - 1e-9 <= span <= sum(paths) / slots + max(paths) + 1e-9
+
+
+def test_the_rollout_batch_reports_its_schedule_bounds(rollout_batch) -> None:
+    assert rollout_batch.list_schedule([], 8) == 0.0
+    assert rollout_batch.list_schedule([1.0] * 24, 8) == 3.0  # three each: packs exactly
+    assert rollout_batch.list_schedule([2.0] + [1.0] * 23, 8) == 4.0  # the long one ends last
+    # longest-first is not optimal: 3+2+2 | 3+2 where 3+3 | 2+2+2 takes 6
+    assert rollout_batch.list_schedule([3.0, 3.0, 2.0, 2.0, 2.0], 2) == 7.0
