@@ -91,6 +91,8 @@ from forge_sandbox.verify._transfer import Change, Entry, Manifest
         (".yarn/plugins/x.cjs", True),
         (".pnp.cjs", True),
         (".pnpmfile.cjs", True),
+        ("bun.lockb", True),  # binary: its sources cannot be read
+        ("bun.lock", False),  # text: judged by content
         ("src/yarn.js", False),
         # the setup files a runner loads into every test (jest's setupFiles, CRA's)
         ("src/setupTests.js", True),
@@ -300,6 +302,18 @@ def _with_key(entry: bytes) -> bytes:
             b'a@^1:\n  resolved "https://registry.yarnpkg.com/a/-/a-1.tgz#x"\n',
             b'a@^1:\n  resolved "https://evil.example/a-1.tgz"\n',
             False,
+        ),
+        (  # bun 1.2's text lockfile
+            "bun.lock",
+            b'{"packages": {"a": ["a@1.0.0", "", {}, "sha512-x"]}}',
+            b'{"packages": {"a": ["a@file:../fake", {}]}}',
+            False,
+        ),
+        (
+            "bun.lock",
+            b'{"packages": {"a": ["a@1.0.0", "", {}, "sha512-x"]}}',
+            b'{"packages": {"a": ["a@1.1.0", "", {}, "sha512-y"]}}',
+            True,
         ),
         (
             "yarn.lock",

@@ -22,7 +22,8 @@ a deleted or changed one stays the task's), and change-audit.json lists them und
                         runner's own code among them; yarn's release, plugins and zip cache)
     by content          setup.cfg, tox.ini, pyproject.toml (pytest's part, the build system,
                         scripts, entry points, build hooks), package.json and the lockfiles
-                        (package-lock.json, npm-shrinkwrap.json, yarn.lock, pnpm-lock.yaml): a
+                        (package-lock.json, npm-shrinkwrap.json, yarn.lock, pnpm-lock.yaml,
+                        bun.lock; bun's binary bun.lockb is kept by name): a
                         change is carried only when the runner's part of the file is unchanged
                         (`runner_part`: pytest's sections; package.json's scripts, runner and
                         workspace keys and its dependencies from anywhere but the registry; a
@@ -86,6 +87,9 @@ HARNESS_NAMES = frozenset(
         ".pnp.js",
         ".pnp.loader.mjs",
         ".pnpmfile.cjs",
+        # bun's binary lockfile (before bun 1.2's text bun.lock): its sources cannot be read,
+        # so only the gold's version is carried
+        "bun.lockb",
     }
 )
 # JavaScript's runners read these (mocha, jest, vitest / vite, karma, ava, babel, nyc), and
@@ -101,7 +105,9 @@ JS_HARNESS = re.compile(
 # dependency (`yarn test` runs the release in the tree)
 HARNESS_FOLDERS = frozenset({"site-packages", "dist-packages", "node_modules", ".yarn"})
 HARNESS_SUFFIXES = (".dist-info", ".egg-info")
-LOCKFILES = frozenset({"package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml"})
+LOCKFILES = frozenset(
+    {"package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "pnpm-lock.yaml", "bun.lock"}
+)
 SHARED_CONFIG = frozenset({"setup.cfg", "tox.ini", "pyproject.toml", "package.json"}) | LOCKFILES
 # pip's requirement files (requirements.txt, requirements-dev.txt, requirements/test.txt, ...)
 _REQUIREMENTS = re.compile(r"(^|/)requirements[^/]*\.(txt|in)$|(^|/)requirements/[^/]+\.(txt|in)$")
