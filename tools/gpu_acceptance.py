@@ -143,39 +143,37 @@ def build_trainer(raw: dict[str, Any], device: Any, spec: Any) -> Any:
     return PPOTrainer(actor, critic, spec)
 
 
+def _row(task: str, attempt: int, prompt: int, response: int, reward: float, **ids: Any) -> Any:
+    """One sample row of random ids (`ids`: vocab, generator), every response token an action,
+    the reward on the last one."""
+    import torch
+
+    from forge_rollout.rows import RowHeader, SampleRow
+
+    vocab, generator = ids["vocab"], ids["generator"]
+    rewards = torch.zeros(response, dtype=torch.float32)
+    rewards[-1] = reward
+    header = RowHeader(task_id=task, episode_id=f"{task}-{attempt}", attempt=attempt,
+                       row_index=0, n_calls=1, reward=reward)  # fmt: skip
+    return SampleRow(
+        header=header,
+        prompt_ids=torch.randint(vocab, (prompt,), generator=generator),
+        response_ids=torch.randint(vocab, (response,), generator=generator),
+        response_mask=torch.ones(response, dtype=torch.int64),
+        rollout_log_probs=torch.full((response,), -12.0),
+        token_level_rewards=rewards,
+    )
+
+
 def fake_rows(tokens: int, vocab: int) -> list[Any]:
     """ROWS rows of tokens / ROWS each: a short prompt (at most 32 tokens), every response
     token an action."""
     import torch
 
-    from forge_rollout.rows import RowHeader, SampleRow
-
     length = tokens // ROWS
     prompt = min(PROMPT_TOKENS, length // 4)
-    generator = torch.Generator().manual_seed(tokens)
-    rows = []
-    for k in range(ROWS):
-        response = length - prompt
-        rewards = torch.zeros(response, dtype=torch.float32)
-        rewards[-1] = 1.0
-        rows.append(
-            SampleRow(
-                header=RowHeader(
-                    task_id=f"t{k}",
-                    episode_id=f"e{k}",
-                    attempt=0,
-                    row_index=0,
-                    n_calls=1,
-                    reward=1.0,
-                ),
-                prompt_ids=torch.randint(vocab, (prompt,), generator=generator),
-                response_ids=torch.randint(vocab, (response,), generator=generator),
-                response_mask=torch.ones(response, dtype=torch.int64),
-                rollout_log_probs=torch.full((response,), -12.0),
-                token_level_rewards=rewards,
-            )
-        )
-    return rows
+    ids = {"vocab": vocab, "generator": torch.Generator().manual_seed(tokens)}
+    return [_row(f"t{k}", 0, prompt, length - prompt, 1.0, **ids) for k in range(ROWS)]
 
 
 def update_rows(tasks: int, attempts: int, row_tokens: int, vocab: int) -> list[Any]:
@@ -183,35 +181,13 @@ def update_rows(tasks: int, attempts: int, row_tokens: int, vocab: int) -> list[
     (reward on the last action token), every response token an action."""
     import torch
 
-    from forge_rollout.rows import RowHeader, SampleRow
-
-    generator = torch.Generator().manual_seed(row_tokens)
     prompt = min(PROMPT_TOKENS, row_tokens // 4)
-    response = row_tokens - prompt
-    rows = []
-    for task in range(tasks):
-        for attempt in range(attempts):
-            reward = float(attempt % 2 == 0)
-            rewards = torch.zeros(response, dtype=torch.float32)
-            rewards[-1] = reward
-            rows.append(
-                SampleRow(
-                    header=RowHeader(
-                        task_id=f"task{task}",
-                        episode_id=f"task{task}-{attempt}",
-                        attempt=attempt,
-                        row_index=0,
-                        n_calls=1,
-                        reward=reward,
-                    ),
-                    prompt_ids=torch.randint(vocab, (prompt,), generator=generator),
-                    response_ids=torch.randint(vocab, (response,), generator=generator),
-                    response_mask=torch.ones(response, dtype=torch.int64),
-                    rollout_log_probs=torch.full((response,), -12.0),
-                    token_level_rewards=rewards,
-                )
-            )
-    return rows
+    ids = {"vocab": vocab, "generator": torch.Generator().manual_seed(row_tokens)}
+    return [
+        _row(f"task{task}", attempt, prompt, row_tokens - prompt, float(attempt % 2 == 0), **ids)
+        for task in range(tasks)
+        for attempt in range(attempts)
+    ]
 
 
 def whole_update(args: argparse.Namespace, gpu_gb: float) -> dict[str, Any]:

@@ -44,6 +44,7 @@ passing lines. An image built before this has no `side.list`: test.sh exits 2 (r
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 import shlex
@@ -241,24 +242,11 @@ def test_files(ids: list[str]) -> list[str] | None:
 _HUNK_HEAD = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 
-_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
-
-
 def _unquoted(quoted: str) -> str:
-    """A C-quoted git name decoded: octal escapes are UTF-8 bytes."""
-    out = bytearray()
-    i = 1
-    while i < len(quoted) and quoted[i] != '"':
-        if quoted[i] != "\\":
-            out += quoted[i].encode("utf-8")
-            i += 1
-        elif quoted[i + 1 : i + 2].isdigit():
-            out.append(int(quoted[i + 1 : i + 4], 8) & 0xFF)
-            i += 4
-        else:
-            out.append(_C_ESCAPES.get(quoted[i + 1 : i + 2], ord(quoted[i + 1 : i + 2] or "\\")))
-            i += 2
-    return out.decode("utf-8", "surrogateescape")
+    """A C-quoted git name decoded (C escapes; octal escapes are UTF-8 bytes)."""
+    body = quoted.rstrip("\t")[1:].removesuffix('"')
+    decoded: bytes = codecs.escape_decode(body.encode("utf-8"))[0]
+    return decoded.decode("utf-8", "surrogateescape")
 
 
 def _diff_name(header: str) -> str | None:

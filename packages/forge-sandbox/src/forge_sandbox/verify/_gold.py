@@ -17,6 +17,7 @@ GoldPatchError, and the file stays the task's. Lines split at '\n' only; text is
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,28 +55,13 @@ def _lines(text: str) -> list[str]:
     return _LINE.findall(text)
 
 
-_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
-
-
 def unquote_c(quoted: str) -> str:
     """A name git C-quoted (core.quotePath: a quote, backslash, control or non-ASCII byte in
-    it): `"a/na\\303\\257ve.py"` -> `a/naïve.py`; bytes that are not UTF-8 stay escaped
-    as surrogates."""
-    out = bytearray()
-    body = quoted[1:]
-    i = 0
-    while i < len(body) and body[i] != '"':
-        char = body[i]
-        if char != "\\":
-            out += char.encode("utf-8")
-            i += 1
-        elif body[i + 1 : i + 2].isdigit():
-            out.append(int(body[i + 1 : i + 4], 8) & 0xFF)
-            i += 4
-        else:
-            out.append(_C_ESCAPES.get(body[i + 1 : i + 2], ord(body[i + 1 : i + 2] or "\\")))
-            i += 2
-    return out.decode("utf-8", "surrogateescape")
+    it): `"a/na\\303\\257ve.py"` -> `a/naïve.py` (C escapes, octal bytes as UTF-8; bytes
+    that are not UTF-8 stay as surrogates)."""
+    body = quoted.rstrip("\t")[1:].removesuffix('"')
+    decoded: bytes = codecs.escape_decode(body.encode("utf-8"))[0]
+    return decoded.decode("utf-8", "surrogateescape")
 
 
 def _name(header: str) -> str | None:
