@@ -101,6 +101,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--budgets", default=None, help="tokens per micro-batch, comma-separated")
     p.add_argument("--time-limit-s", type=float, default=420.0, help="skip cases after this")
     p.add_argument("--no-update", action="store_true", help="skip the whole-update check")
+    p.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16", help="models' dtype")
+    p.add_argument(
+        "--checkpointing", action="store_true", help="activation checkpointing, both roles"
+    )
     return p.parse_args(argv)
 
 
@@ -126,20 +130,27 @@ def model_config(name: str, dry_run: bool) -> tuple[dict[str, Any], Any]:
     return raw, load_model_shape(name)
 
 
-def build_trainer(raw: dict[str, Any], device: Any, spec: Any) -> Any:
-    """A PPOTrainer over a random Qwen3 actor (LoRA from spec.lora) and critic, bf16, on device."""
+def build_trainer(raw: dict[str, Any], device: Any, spec: Any, dtype: str = "bf16") -> Any:
+    """A PPOTrainer over a random Qwen3 actor (LoRA from spec.lora) and critic in `dtype` on
+    device, activation checkpointing on where the spec asks (the local trainer's own switch)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from forge_ppo import Actor, PPOTrainer, ValueModel
+    from forge_ppo.local._build import enable_gradient_checkpointing
 
+    torch_dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
     fields = {k: v for k, v in raw.items() if k not in ("architectures", "torch_dtype", "dtype")}
     config = AutoConfig.for_model(fields.pop("model_type"), **fields)
     torch.manual_seed(0)
     with torch.device(device):
-        base = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
-        critic = ValueModel.from_config(config, base_model="random", dtype=torch.bfloat16)
+        base = AutoModelForCausalLM.from_config(config).to(torch_dtype)
+        critic = ValueModel.from_config(config, base_model="random", dtype=torch_dtype)
     actor = Actor.from_model(base, spec.lora, base_model="random")
+    if spec.actor.gradient_checkpointing:
+        enable_gradient_checkpointing(actor.model)
+    if spec.critic.gradient_checkpointing:
+        enable_gradient_checkpointing(critic)
     return PPOTrainer(actor, critic, spec)
 
 
@@ -199,8 +210,9 @@ def whole_update(args: argparse.Namespace, gpu_gb: float) -> dict[str, Any]:
     cuda = not args.dry_run
     plan = DRY_UPDATE if args.dry_run else UPDATE
     raw, shape = model_config(str(plan["model"]), args.dry_run)
-    spec = spec_for(int(plan["budget"]), ENTROPY)
-    held = [build_trainer(raw, torch.device("cuda" if cuda else "cpu"), spec)]  # freed below
+    spec = spec_for(int(plan["budget"]), ENTROPY, args.checkpointing)
+    device = torch.device("cuda" if cuda else "cpu")
+    held = [build_trainer(raw, device, spec, args.dtype)]  # freed below
     rows = update_rows(
         int(plan["tasks"]), int(plan["attempts"]), int(plan["row_tokens"]), shape.vocab_size
     )
@@ -231,7 +243,7 @@ def whole_update(args: argparse.Namespace, gpu_gb: float) -> dict[str, Any]:
         gc.collect()
         if cuda:
             torch.cuda.empty_cache()
-    roles = [predict(spec, shape, role, gpu_gb) for role in ("actor", "critic")]
+    roles = [predict(spec, shape, role, gpu_gb, args.dtype) for role in ("actor", "critic")]
     out["predicted_torch_gb"] = max(r["torch_peak_gb"] for r in roles)
     if cuda and "error" not in out:
         peak = out["measured"]["peak_allocated_gb"]
@@ -261,7 +273,7 @@ def update_data(rows: list[Any]) -> Any:
     )
 
 
-def spec_for(tokens: int, entropy: float) -> Any:
+def spec_for(tokens: int, entropy: float, checkpointing: bool = False) -> Any:
     """smoke-local with this budget, a window of one row, production LoRA (r=32, alpha=16)."""
     from forge_gates import read_config
     from forge_ppo.cli import apply_overrides
@@ -280,17 +292,20 @@ def spec_for(tokens: int, entropy: float) -> Any:
         f"ppo.entropy_coeff={entropy}",
         "ppo.actor_mini_batch_size=2",
         "ppo.critic_mini_batch_size=2",
+        f"actor.gradient_checkpointing={str(checkpointing).lower()}",
+        f"critic.gradient_checkpointing={str(checkpointing).lower()}",
     ]
     spec, _notes = load_estimate_spec(apply_overrides(read_config("smoke-local"), sets))
     assert spec is not None, "smoke-local with these overrides keeps its schema"
     return spec
 
 
-def predict(spec: Any, shape: Any, role: str, gpu_gb: float) -> dict[str, Any]:
-    """`forge-ppo estimate` for the local trainer on one GPU of `gpu_gb` GiB, bf16 models."""
+def predict(spec: Any, shape: Any, role: str, gpu_gb: float, dtype: str = "bf16") -> dict[str, Any]:
+    """`forge-ppo estimate` for the local trainer on one GPU of `gpu_gb` GiB, models in `dtype`
+    (activation checkpointing as the spec asks)."""
     from forge_ppo.estimate import estimate, resolve_knobs
 
-    knobs, sources = resolve_knobs(spec, {"actor.dtype": "bf16", "critic.dtype": "bf16"})
+    knobs, sources = resolve_knobs(spec, {"actor.dtype": dtype, "critic.dtype": dtype})
     result = estimate(spec, shape, knobs=knobs, knob_sources=sources, gpu_memory_gb=gpu_gb)
     found = next(r for r in result.roles if r.role == role)
     torch_gb = found.peak_gb - found.parts["runtime"]  # what torch's allocator can see
@@ -388,12 +403,12 @@ def free_after_failure(trainer: Any, torch: Any, cuda: bool) -> None:
         torch.cuda.empty_cache()
 
 
-def warm_up(trainer: Any, vocab: int, tokens: int) -> None:
+def warm_up(trainer: Any, vocab: int, tokens: int, checkpointing: bool) -> None:
     """One step of each role at the smallest budget: AdamW creates its moments at a role's
     first step, and the other role's moments live beside every update of a PPO run (the
     estimate's `colocated_model`); measuring the actor before the critic has stepped would
     leave them out."""
-    spec = spec_for(tokens, 0.0)
+    spec = spec_for(tokens, 0.0, checkpointing)
     assert spec.ppo is not None
     from forge_ppo import micro_batches
 
@@ -418,10 +433,12 @@ def run_model(
     cuda = not args.dry_run
     device = torch.device("cuda" if cuda else "cpu")
     raw, shape = model_config(name, args.dry_run)
-    trainer = build_trainer(raw, device, spec_for(min(budgets), 0.0))
+    trainer = build_trainer(
+        raw, device, spec_for(min(budgets), 0.0, args.checkpointing), args.dtype
+    )
     results: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
-    warm_up(trainer, shape.vocab_size, min(budgets))
+    warm_up(trainer, shape.vocab_size, min(budgets), args.checkpointing)
     for role, tokens, entropy in cases(budgets):
         case = {
             "model": name if not args.dry_run else "tiny",
@@ -432,13 +449,13 @@ def run_model(
         if time.monotonic() > deadline:
             errors.append(case | {"error": "skipped: past --time-limit-s"})
             continue
-        spec = spec_for(tokens, entropy)
+        spec = spec_for(tokens, entropy, args.checkpointing)
         assert spec.ppo is not None
         rows = fake_rows(tokens, shape.vocab_size)
         data = update_data(rows)
         groups = micro_batches(rows, range(len(rows)), tokens)
         step = role_step(trainer, role, data, groups, spec.ppo)
-        predicted = predict(spec, shape, role, gpu_gb)
+        predicted = predict(spec, shape, role, gpu_gb, args.dtype)
         trainer.actor.model.train()
         trainer.critic.train()
         try:
@@ -550,6 +567,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(torch, not args.dry_run),
         "budgets": list(budgets),
         "gpu_memory_gb": gpu_gb,
+        "dtype": args.dtype,
+        "checkpointing": args.checkpointing,
         "results": [],
         "errors": [],
     }

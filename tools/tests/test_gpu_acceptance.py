@@ -125,8 +125,10 @@ REPORTS = sorted((ROOT / "docs" / "gpu").glob("*.json"))
 def _replayed(report: dict, result: dict) -> dict:
     """The estimate this tree makes for a case a device run measured."""
     _raw, shape = gpu_acceptance.model_config(result["model"], dry_run=False)
-    spec = gpu_acceptance.spec_for(result["tokens"], result["entropy_coeff"])
-    return gpu_acceptance.predict(spec, shape, result["role"], report["gpu_memory_gb"])
+    checkpointing = report.get("checkpointing", False)  # reports before the flag: off, bf16
+    spec = gpu_acceptance.spec_for(result["tokens"], result["entropy_coeff"], checkpointing)
+    dtype = report.get("dtype", "bf16")
+    return gpu_acceptance.predict(spec, shape, result["role"], report["gpu_memory_gb"], dtype)
 
 
 @pytest.mark.parametrize("path", REPORTS, ids=[p.stem for p in REPORTS])
