@@ -135,13 +135,17 @@ def _replayed(report: dict, result: dict) -> dict:
 def test_the_estimate_holds_every_peak_measured_on_a_gpu(path: Path) -> None:
     """Every case a device run measured (docs/gpu/*.json, real CUDA peaks) replayed through
     this tree's estimate: each peak at or below the estimate's torch peak and, from 8K tokens
-    on, above 85% of it (a loose estimate wastes the GPU); each out-of-memory where the
+    on, above 80% of it (a loose estimate wastes the GPU); each out-of-memory where the
     estimate says `oom` or `at_risk`. Lowering a formula or a constant below what a GPU
     measured fails here, on a machine without one."""
     report = json.loads(path.read_text(encoding="utf-8"))
     assert report["dry_run"] is False and report["machine"]["device"]
     ran = [r for r in report["results"] if r["outcome"] == "ran"]
-    assert len(ran) >= 20
+    assert len(ran) >= 10
+    for error in report["errors"]:  # an out-of-memory the estimate of its day said `fits`
+        assert "OutOfMemoryError" in error["error"], error
+        verdict = _replayed(report, error)["verdict"]
+        assert verdict in ("oom", "at_risk"), (error["model"], error["role"], error["tokens"])
     for result in report["results"]:
         predicted = _replayed(report, result)
         case = (result["model"], result["role"], result["tokens"], result["entropy_coeff"])
@@ -150,7 +154,7 @@ def test_the_estimate_holds_every_peak_measured_on_a_gpu(path: Path) -> None:
             continue
         peak = result["measured"]["peak_allocated_gb"]
         assert peak <= predicted["torch_peak_gb"], (case, peak, predicted["torch_peak_gb"])
-        if result["tokens"] >= 8192:
-            assert peak >= 0.85 * predicted["torch_peak_gb"], (case, peak, predicted)
+        if result["tokens"] >= 8192:  # the critic's is the loosest: its gradients beside
+            assert peak >= 0.8 * predicted["torch_peak_gb"], (case, peak, predicted)
         outside = result["measured"]["outside_torch_gb"]  # CUDA context, cuBLAS workspaces
         assert outside <= predicted["parts"]["runtime"], (case, outside)

@@ -10,6 +10,7 @@ import pytest
 from forge_ppo.estimate._formulas import (
     LoRAShape,
     activation_bytes,
+    attention_matrix_bytes,
     fsdp_buffer_bytes,
     kv_bytes_per_token,
     layer_activation_bytes,
@@ -145,3 +146,21 @@ def test_the_kv_cache_per_token_and_vllms_share_of_the_gpu() -> None:
     assert vllm_kv_capacity(1000, 0.9, 300, 50) == 550
     assert vllm_kv_capacity(1001, 0.85, 300, 50) == 850 - 350  # int(850.85) = 850
     assert vllm_kv_capacity(1000, 0.5, 600, 100) == -200  # the weights do not fit
+
+
+@pytest.mark.parametrize(
+    ("tokens", "longest", "compute", "checkpointing", "expected"),
+    [
+        (10, 4, 2, False, 0),  # bf16: flash-attention keeps no matrix
+        # fp32: rows of <= 4 tokens filling 10: 10 x 4 query-key pairs; (n + 1) planes of
+        # 4 B per layer (3 layers), plus one layer's gradient (n planes)
+        (10, 4, 4, False, 3 * 5 * 4 * 40 + 4 * 4 * 40),
+        (10, 4, 4, True, 1 * 5 * 4 * 40 + 4 * 4 * 40),  # one layer recomputed at a time
+        (10, 64, 4, False, 3 * 5 * 4 * 100 + 4 * 4 * 100),  # a row no longer than the batch
+    ],
+)
+def test_attention_matrices_in_fp32(tokens, longest, compute, checkpointing, expected) -> None:
+    got = attention_matrix_bytes(
+        TOY, tokens, longest, compute_bytes=compute, checkpointing=checkpointing
+    )
+    assert got == expected

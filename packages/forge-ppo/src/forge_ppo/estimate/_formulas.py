@@ -27,6 +27,10 @@ VLLM_RUNTIME_GIB = (
 # outside torch's allocator: CUDA context, cuBLAS workspaces (+ NCCL for verl); the local
 # trainer's 0.753-0.755 GiB was read on an H200 (torch 2.11, CUDA 13.0; tools/gpu_acceptance.py)
 TRAINER_RUNTIME_GIB = {"verl": 1.0, "local": 0.8}
+# inside torch's allocator besides the states: cuBLAS / cuBLASLt workspaces (the caching
+# allocator holds them) and the optimizer step's small temporaries; read on an H200 as 0.09 GiB
+# before every update (three shapes) and up to 0.05 GiB more at the step (local trainer)
+LOCAL_WORKSPACE_GIB = 0.25
 
 
 def state_bytes(
@@ -165,6 +169,34 @@ def activation_bytes(
     if lora is None:
         final += compute_bytes * h + 8
     return tokens * (kept + working + final)
+
+
+def attention_matrix_bytes(
+    shape: ModelShape,
+    tokens: int,
+    longest: int,
+    *,
+    compute_bytes: int,
+    checkpointing: bool,
+) -> int:
+    """The attention matrices an fp32 update keeps (0 in bf16 / fp16).
+
+    PyTorch's scaled_dot_product_attention has no fused fp32 kernel for grouped-query
+    attention (flash-attention takes fp16 / bf16 only; the memory-efficient kernel has no
+    `enable_gqa`), so in fp32 it runs its math path, which keeps each layer's softmax
+    probabilities for the backward: (query x key) planes per head. Rows of at most `longest`
+    tokens filling `tokens`: their query-key pairs sum to at most tokens x min(longest, tokens).
+    Priced as (n + 1) fp32 planes per layer (the heads' probabilities and the expanded mask),
+    every layer (one with checkpointing), plus one layer's gradient of them in its backward.
+    Measured on an H200 (fp32 Qwen3-0.6B and 1.7B, two rows per micro-batch, 2K and 8K tokens):
+    1,941 B per query-key pair beyond the linear terms, (n + 1) x 4 x L = 1,904 B here; the
+    bf16 runs of the same shapes show no such term (flash-attention)."""
+    if compute_bytes < 4:
+        return 0
+    pairs = tokens * min(longest, tokens)
+    heads = shape.num_attention_heads
+    layers = 1 if checkpointing else shape.num_hidden_layers
+    return layers * (heads + 1) * 4 * pairs + heads * 4 * pairs
 
 
 def logits_bytes(

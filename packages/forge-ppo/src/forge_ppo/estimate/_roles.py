@@ -17,10 +17,12 @@ from forge_gates import RunSpec
 from forge_ppo.estimate._formulas import (
     DTYPE_BYTES,
     GIB,
+    LOCAL_WORKSPACE_GIB,
     TRAINER_RUNTIME_GIB,
     VLLM_RUNTIME_GIB,
     LoRAShape,
     activation_bytes,
+    attention_matrix_bytes,
     fsdp_buffer_bytes,
     kv_bytes_per_token,
     logits_bytes,
@@ -244,6 +246,27 @@ def trainer_role(
         )
     else:
         reasons.append(f"{tokens} tokens per micro-batch")
+    attention = attention_matrix_bytes(
+        shape, tokens, longest_sequence(spec), compute_bytes=compute, checkpointing=checkpointing
+    )
+    if attention:
+        parts["attention_scores"] = attention
+        reasons.append(
+            "fp32 compute: PyTorch's attention runs its math path for grouped-query attention "
+            "and keeps each layer's attention probabilities (quadratic in a row's length)"
+        )
+    # 4. the optimizer step: states, gradients and AdamW's parameter-sized temporary (the
+    #    foreach sqrt of its second moments) where that outgrows the backward's working set
+    backward = sum(parts.get(k, 0) for k in ("activations", "logits", "fsdp_buffers"))
+    step = trainable * DTYPE_BYTES[mine.dtype] // topo.shards
+    if step > backward + attention:
+        parts["optimizer_step"] = step - backward - attention
+        reasons.append(
+            "the optimizer step outgrows the backward: AdamW's parameter-sized temporary "
+            f"({step / GIB:.2f} GB) beside the gradients"
+        )
+    if not verl:
+        parts["workspaces"] = int(LOCAL_WORKSPACE_GIB * GIB)
     parts["runtime"] = int(TRAINER_RUNTIME_GIB[topo.trainer] * GIB)
     return _finish(role, topo.trainer_gpus, parts, gpu_gb, _budget_refusals(spec, role), reasons)
 
