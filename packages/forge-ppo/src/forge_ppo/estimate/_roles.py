@@ -3,7 +3,10 @@ with its named parts, the exact checks (`refused`) and the verdict.
 
 The trainer roles share their GPUs (verl's one colocated resource pool; the local trainer's
 one process): a role's peak is its own update plus whatever else stays on those GPUs then (the
-other model's states unless offloaded, a colocated vLLM's reservation).
+other model's states unless offloaded, a colocated vLLM's reservation). A trainer role's peak is
+the larger of its backward (states, gradients, one micro-batch's activations, logits and, in
+fp32, attention matrices) and its optimizer step (states, gradients and AdamW's
+parameter-sized temporary): the part `optimizer_step` is the step's excess where it is larger.
 """
 
 from __future__ import annotations
