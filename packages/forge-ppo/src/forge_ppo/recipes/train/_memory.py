@@ -40,9 +40,20 @@ def memory_violations(spec: RunSpec, model_dir: Path) -> list[Violation]:
                     f"({source}) and its exact checks to hold",
                     found=f"{role.verdict}: {role.peak_gb:.1f} GB ({parts}); "
                     + "; ".join(role.reasons),
-                    fix="lower the token budgets (largest that fits: "
+                    fix=_bf16_first(role.parts) + "lower the token budgets (largest that fits: "
                     f"{result.largest_budget_that_fits}), turn on offload or gradient "
                     "checkpointing, or add GPUs; see `forge-ppo estimate --config ...`",
                 )
             )
     return violations
+
+
+def _bf16_first(parts: dict[str, float]) -> str:
+    """The first fix where the models compute in fp32 on a GPU: their attention keeps every
+    layer's attention matrices there (`attention_scores`), which bf16 does not."""
+    if not parts.get("attention_scores"):
+        return ""
+    return (
+        f"set actor.dtype and critic.dtype to bf16 (in fp32 attention keeps every layer's "
+        f"attention matrices: {parts['attention_scores']:.1f} GB of this peak), or "
+    )
