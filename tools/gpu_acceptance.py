@@ -1,6 +1,8 @@
 """GPU acceptance of `forge-ppo estimate`: the local trainer's actor (LoRA) and critic updates on
-CUDA in bf16, measured (torch.cuda.max_memory_allocated / max_memory_reserved) against the
-estimate for the local trainer (one GPU, no FSDP sharding), written to a JSON report.
+CUDA in bf16 (`--dtype fp32`: the local trainer's default; `--checkpointing`: activation
+checkpointing on both roles), measured (torch.cuda.max_memory_allocated / max_memory_reserved)
+against the estimate for the local trainer (one GPU, no FSDP sharding), written to a JSON
+report.
 
 Models: randomly initialised Qwen3 architectures from the estimate's shipped configs
 (`qwen3-0.6b`, `qwen3-1.7b`, `qwen3-8b`; transformers `AutoModelForCausalLM.from_config`, no
