@@ -156,14 +156,15 @@ def build_trainer(raw: dict[str, Any], device: Any, spec: Any, dtype: str = "bf1
     return PPOTrainer(actor, critic, spec)
 
 
-def _row(task: str, attempt: int, prompt: int, response: int, reward: float, **ids: Any) -> Any:
-    """One sample row of random ids (`ids`: vocab, generator), every response token an action,
+def _row(
+    task: str, attempt: int, prompt: int, response: int, reward: float, vocab: int, generator: Any
+) -> Any:
+    """One sample row of random ids drawn from `generator`, every response token an action,
     the reward on the last one."""
     import torch
 
     from forge_rollout.rows import RowHeader, SampleRow
 
-    vocab, generator = ids["vocab"], ids["generator"]
     rewards = torch.zeros(response, dtype=torch.float32)
     rewards[-1] = reward
     header = RowHeader(task_id=task, episode_id=f"{task}-{attempt}", attempt=attempt,
@@ -185,8 +186,8 @@ def fake_rows(tokens: int, vocab: int) -> list[Any]:
 
     length = tokens // ROWS
     prompt = min(PROMPT_TOKENS, length // 4)
-    ids = {"vocab": vocab, "generator": torch.Generator().manual_seed(tokens)}
-    return [_row(f"t{k}", 0, prompt, length - prompt, 1.0, **ids) for k in range(ROWS)]
+    generator = torch.Generator().manual_seed(tokens)
+    return [_row(f"t{k}", 0, prompt, length - prompt, 1.0, vocab, generator) for k in range(ROWS)]
 
 
 def update_rows(tasks: int, attempts: int, row_tokens: int, vocab: int) -> list[Any]:
@@ -195,9 +196,10 @@ def update_rows(tasks: int, attempts: int, row_tokens: int, vocab: int) -> list[
     import torch
 
     prompt = min(PROMPT_TOKENS, row_tokens // 4)
-    ids = {"vocab": vocab, "generator": torch.Generator().manual_seed(row_tokens)}
+    generator = torch.Generator().manual_seed(row_tokens)
+    response = row_tokens - prompt
     return [
-        _row(f"task{task}", attempt, prompt, row_tokens - prompt, float(attempt % 2 == 0), **ids)
+        _row(f"task{task}", attempt, prompt, response, float(attempt % 2 == 0), vocab, generator)
         for task in range(tasks)
         for attempt in range(attempts)
     ]
@@ -222,10 +224,9 @@ def whole_update(args: argparse.Namespace, gpu_gb: float) -> dict[str, Any]:
 
     def step() -> None:
         result = held[0].update(rows, step=1)
-        out["result"] = {
-            k: getattr(result, k)
-            for k in ("rows", "tokens", "action_tokens", "actor_optimizer_steps")
-        } | {"critic_optimizer_steps": result.critic_optimizer_steps}
+        counts = ("rows", "tokens", "action_tokens", "actor_optimizer_steps",
+                  "critic_optimizer_steps")  # fmt: skip
+        out["result"] = {k: getattr(result, k) for k in counts}
         out["metrics"] = {
             k: round(v, 4)
             for k, v in sorted(result.metrics.items())
