@@ -351,7 +351,11 @@ def _diff(path: str, old: str, new: str) -> str:
 DJANGO_ROW = {
     "repo": "django/django",
     "instance_id": "django__django-99999",
-    "patch": _diff("django/db/x.py", "def value():\n    return 1\n", "def value():\n    return 2\n")
+    # the fix changes the module's size: a NOP run in the same second as the image's write left
+    # bytecode that Python's mtime+size check would take for a same-size source (CI saw it)
+    "patch": _diff(
+        "django/db/x.py", "def value():\n    return 1\n", "def value():\n    return 1 + 1\n"
+    )
     + _diff("django/test/utils.py", "HELPER = 1\n", "HELPER = 2\n"),  # gold touches the test side
     "test_patch": _diff(
         "tests/app/tests.py",
