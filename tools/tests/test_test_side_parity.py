@@ -8,11 +8,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from forge_data.importers._layout import side_pathspecs
-from forge_sandbox.verify._testside import TestSide
+from forge_data.importers._layout import SIDE_PY, side_pathspecs, side_rule
+from forge_sandbox.verify._testside import RUNNER_FILES, TestSide
 
 CASES = {
     "tests/runtests.py": True, "django/test/runner.py": True, "pkg/tests.py": True,
@@ -25,6 +26,14 @@ CASES = {
     "src/latest.js": False, "src/contest.ts": False, "jest.config.js": False,
     "src/spec/a.js": False, "cli/client.go": False, "crates/lexer/src/lib.rs": False,
 }  # fmt: skip
+# in a module's place on the side: a package, an extension, bytecode by its name (Python imports
+# them instead); not the importers' pathspecs (git names files), both packages' Python rules
+IN_PLACE = {
+    "app/test_views/__init__.py": True, "app/test_views/deep/x.py": True,
+    "app/test_views.cpython-311-x86_64-linux-gnu.so": True, "app/tests.pyc": True,
+    "app/conftest/__init__.py": True, "src/app/views/__init__.py": False,
+    "app/test_views.txt": False, "app/views.cpython-311-x86_64-linux-gnu.so": False,
+}  # fmt: skip
 GOLD = "--- a/src/__tests__/base.js\n+++ b/src/__tests__/base.js\n"  # the gold's: never the side's
 EXPECTED = {path for path, side in CASES.items() if side} - {"src/__tests__/base.js"}
 
@@ -32,6 +41,22 @@ EXPECTED = {path for path, side in CASES.items() if side} - {"src/__tests__/base
 def test_the_carrys_regex_picks_the_test_side() -> None:
     rule = TestSide(gold=frozenset({"src/__tests__/base.js"}))
     assert {path for path in CASES if rule(path)} == EXPECTED
+    assert {path for path in IN_PLACE if rule(path)} == {p for p, side in IN_PLACE.items() if side}
+
+
+def test_the_restore_in_test_sh_picks_the_same_paths() -> None:
+    """test.sh's restore (`SIDE_PY`, run by the image's Python) reads the pathspecs as a regex,
+    with the same rule for whatever takes a module's place."""
+    space: dict[str, Any] = {}
+    exec(compile(SIDE_PY, "SIDE_PY", "exec"), space)
+    rule = space["side_rule"](side_rule("swebench", {"repo": "o/p", "patch": GOLD}))
+    assert {path for path in CASES if rule(path)} == EXPECTED
+    assert {path for path in IN_PLACE if rule(path)} == {p for p, side in IN_PLACE.items() if side}
+    sympy = space["side_rule"](side_rule("swebench", {"repo": "sympy/sympy", "patch": ""}))
+    carry = TestSide(gold=frozenset(), runner=RUNNER_FILES["sympy/sympy"])
+    for path in ("bin/test", "sympy/utilities/runtests/__init__.py", "sympy/utilities/x.py",
+                 "sympy/utilities/runtests.cpython-39-x86_64-linux-gnu.so"):  # fmt: skip
+        assert sympy(path) == carry(path) == (path != "sympy/utilities/x.py"), path
 
 
 def test_the_importers_pathspecs_pick_the_same_paths_through_git(tmp_path: Path) -> None:

@@ -288,9 +288,14 @@ def test_test_sh_without_saved_copies_gives_no_reward_not_a_zero(tmp_path: Path)
     # an image built before the test side was saved: rebuilt, not run without the reset
     pristine = tmp_path / "older"
     assert _sh(repo, _env(tmp_path), _cut_step("swebench", row, pristine)).returncode == 0
-    (pristine / "side.list").unlink()
+    for saved in ("side.list", "tree.list"):  # before the reset removed what the agent added
+        (pristine / saved).rename(pristine / "held")
+        setup = _verifier_setup("swebench", row, pristine, repo)
+        run = _sh(repo, _env(tmp_path), setup, "/bin/bash")
+        assert run.returncode == 2 and "expected the test side as of the task in" in run.stderr
+        (pristine / "held").rename(pristine / saved)
     run = _sh(repo, _env(tmp_path), _verifier_setup("swebench", row, pristine, repo), "/bin/bash")
-    assert run.returncode == 2 and "expected the test side as of the task in" in run.stderr
+    assert run.returncode == 0, run.stderr
 
 
 def test_every_kind_of_dockerfile_cuts_the_history_last() -> None:
@@ -356,7 +361,9 @@ DJANGO_ROW = {
     "patch": _diff(
         "django/db/x.py", "def value():\n    return 1\n", "def value():\n    return 1 + 1\n"
     )
-    + _diff("django/test/utils.py", "HELPER = 1\n", "HELPER = 2\n"),  # gold touches the test side
+    + _diff("django/test/utils.py", "HELPER = 1\n", "HELPER = 2\n")  # gold touches the test side
+    + "diff --git a/django/test/added.py b/django/test/added.py\nnew file mode 100644\n"
+    "--- /dev/null\n+++ b/django/test/added.py\n@@ -0,0 +1 @@\n+ADDED = 1\n",  # and adds to it
     "test_patch": _diff(
         "tests/app/tests.py",
         DJANGO_TESTS,
@@ -384,7 +391,15 @@ ATTACKS_ON_THE_TEST_SIDE = {  # each printed the passing lines (reward 1) before
         "shutil.py": "import sys\n\nsys.exit(0)\n",
         "tests/runtests.py": f"#!/usr/bin/env python3\n{FORGED}",
     },
+    # a new package by the test module's name is imported instead of tests/app/tests.py (the
+    # reset put back only the files the image had; this one it lacked)
+    "a package in the test module's place": {
+        "tests/app/tests/__init__.py": "import unittest\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_x(self):\n        pass\n\n    def test_y(self):\n        pass\n",
+        "tests/app/built.txt": "an artefact of the image's install step, changed\n",
+    },
 }
+BUILT = "an artefact of the image's install step (untracked)\n"
 
 
 def _django_image(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
@@ -400,7 +415,7 @@ def _django_image(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     _write(repo, files)
     (repo / "tests/runtests.py").chmod(0o755)
     base = _commit(repo, env, "base", {})
-    _write(repo, {"tests/test_sqlite.py": "SETTINGS = 'installed'\n"})
+    _write(repo, {"tests/test_sqlite.py": "SETTINGS = 'installed'\n", "tests/app/built.txt": BUILT})
     row = dict(DJANGO_ROW, base_commit=base)
     run = _sh(repo, env, _cut_step("swebench", row, pristine))
     assert run.returncode == 0, run.stderr
@@ -485,6 +500,38 @@ def test_a_change_to_the_test_side_scored_1_before_and_0_now(
     assert (repo / "django/test/runner.py").read_text() == RUNNER
     assert not (repo / "django/test").is_symlink()
     assert (repo / "tests/app/__init__.py").read_text() == ""
+    assert (repo / "tests/app/built.txt").read_text() == BUILT  # untracked, the image's: kept
+    assert not (repo / "tests/app/tests/__init__.py").exists()
+
+
+# written by the runner's own interpreter: bytecode for django/test/runner.py stamped with the
+# source's size and time, so Python runs it instead of the source (the reset finds the source
+# unchanged); the carry never takes bytecode, Harbor's own runs verify in the agent's tree
+FORGE_BYTECODE = """\
+import importlib.util, os, sys
+from importlib._bootstrap_external import _code_to_timestamp_pyc
+source, text = sys.argv[1], sys.argv[2]
+stat = os.stat(source)
+out = importlib.util.cache_from_source(source)
+os.makedirs(os.path.dirname(out), exist_ok=True)
+with open(out, "wb") as handle:
+    handle.write(_code_to_timestamp_pyc(compile(text, source, "exec"), stat.st_mtime, stat.st_size))
+"""
+
+
+def test_bytecode_for_the_runner_scored_1_before_and_0_now(django_image, tmp_path) -> None:
+    env, row = django_image[2], dict(DJANGO_ROW, base_commit="0" * 40)
+    forged_runner = f"def run(labels):\n    exec({FORGED!r})\n    return 0\n"
+    for reset, expected in ((False, "1"), (True, "0")):
+        (tmp_path / str(reset)).mkdir()
+        repo, pristine = _fresh(django_image, tmp_path / str(reset))
+        source = repo / "django/test/runner.py"
+        run = _sh(
+            repo, env, shlex.join(["python3", "-c", FORGE_BYTECODE, str(source), forged_runner])
+        )
+        assert run.returncode == 0, run.stderr
+        assert _test_sh_run("swebench", row, repo, pristine, env, reset) == expected, reset
+        assert source.read_text() == RUNNER  # the source itself never changed
 
 
 def test_the_gold_fix_scores_1_with_its_own_test_side_paths_kept(django_image, tmp_path) -> None:
@@ -496,14 +543,16 @@ def test_the_gold_fix_scores_1_with_its_own_test_side_paths_kept(django_image, t
     assert run.returncode == 0, run.stderr
     assert _test_sh_run("swebench", row, repo, pristine, env, True) == "1"
     assert (repo / "django/test/utils.py").read_text() == "HELPER = 2\n"  # the gold's: not reset
+    assert (repo / "django/test/added.py").read_text() == "ADDED = 1\n"  # new, the gold's: kept
 
 
 def test_the_test_side_names_the_runner_and_leaves_out_the_gold_patchs_paths() -> None:
     specs = side_pathspecs("swebench", DJANGO_ROW)
     assert ":(glob)**/tests/**" in specs and ":(glob)**/test/**" in specs
-    assert specs[-2:] == [
+    assert specs[-3:] == [
         ":(exclude,literal)django/db/x.py",
         ":(exclude,literal)django/test/utils.py",
+        ":(exclude,literal)django/test/added.py",
     ]
     sympy = side_pathspecs("swebench", {"repo": "sympy/sympy", "patch": ""})
     assert ":(literal)bin/test" in sympy and not any("exclude" in s for s in sympy)

@@ -35,11 +35,16 @@ holds the clean code. The Dockerfile's last step (`cut_history_sh`) keeps the te
 the task in `/opt/forge/pristine`, then replaces the history by one root commit of the checked-out
 tree and prunes every other object; test.sh restores the test files from there, not from git.
 
-The test side stays the task's: the build also saves every tracked file of the test side as the
-image has it (`TEST_SIDE`, `RUNNER_FILES`, less the gold patch's paths) in PRISTINE/side, and
-test.sh puts each back first (`RESTORE_PY`). A changed runner (Django's `tests/runtests.py`,
-`django/test/runner.py`), settings module or test package `__init__` otherwise prints the
-passing lines. An image built before this has no `side.list`: test.sh exits 2 (rebuild it).
+The test side stays the task's: the build also saves every file of the test side as the image
+has it, tracked or not (`TEST_SIDE`, `RUNNER_FILES`, less the gold patch's paths) in
+PRISTINE/side and lists every path of the tree (`tree.list`); test.sh first removes every
+bytecode cache of the tree and every path the image lacked on the test side or in a test
+module's place (a package, an extension or bytecode by its name: `SIDE_PY`), then puts each
+saved file back (`RESTORE_PY`). A changed runner (Django's `tests/runtests.py`,
+`django/test/runner.py`), settings module or test package `__init__`, a package
+`tests/app/tests/` beside `tests/app/tests.py`, or bytecode for the runner stamped with its
+source's size and time otherwise prints the passing lines. An image built before this has no
+`side.list` or `tree.list`: test.sh exits 2 (rebuild it).
 """
 
 from __future__ import annotations
@@ -149,12 +154,45 @@ TEST_SIDE = ("**/test/**", "**/tests/**", "**/testing/**", "**/e2e/**", "**/__te
 RUNNER_FILES = {"sympy/sympy": ("bin/test", "sympy/utilities/runtests.py",
                                 "sympy/utilities/pytest.py")}  # fmt: skip
 RESTORE_END = "FORGE_RESTORE_END"
-RESTORE_PY = """\
-# forge-data import: the test side back as the image had it (Python 3.6+; argv: pristine, tree)
-import os, shutil, sys
-pristine, tree = sys.argv[1], sys.argv[2]
-listed = os.path.join(pristine, "side.list")
-if not os.path.isfile(listed):
+_NO_CACHES = shlex.quote(":(exclude,glob)**/__pycache__/**")  # test.sh removes them all
+SIDE_PY = """\
+import os, re, shutil, sys
+
+# a module file's name: its module, an optional tag (cpython-311-x86_64-linux-gnu), its suffix
+MODULE = re.compile(r"([^.]+)(?:\\.[\\w-]+)?\\.(?:py|pyw|pyc|pyo|so|pyd)")
+
+
+def side_rule(rule):
+    \"\"\"(path -> bool): the path is on the test side or takes the place of a module there (a
+    package, an extension or bytecode by a test module's name), the gold patch's paths never.\"\"\"
+    pattern, gold = re.compile(rule["side"]), frozenset(rule["gold"])
+
+    def on_side(rel):
+        return rel not in gold and pattern.match(rel) is not None
+
+    def shadows(rel):
+        if on_side(rel):
+            return True
+        parts = rel.split("/")
+        for end in range(1, len(parts)):  # a package in a module's place
+            if on_side("/".join(parts[:end]) + ".py"):
+                return True
+        name = MODULE.fullmatch(parts[-1])
+        return name is not None and on_side("/".join(parts[:-1] + [name.group(1) + ".py"]))
+
+    return shadows
+"""
+RESTORE_PY = (
+    """\
+# forge-data import: the test side back as the image had it (Python 3.6+; argv: pristine, tree,
+# the side's rule as JSON)
+import json
+"""
+    + SIDE_PY
+    + """
+pristine, tree, shadows = sys.argv[1], sys.argv[2], side_rule(json.loads(sys.argv[3]))
+listed, present_list = os.path.join(pristine, "side.list"), os.path.join(pristine, "tree.list")
+if not (os.path.isfile(listed) and os.path.isfile(present_list)):
     sys.exit("forge-data import: expected the test side as of the task in %s (saved by the "
              "image build); found none; fix: build the image from this task's "
              "environment/Dockerfile: no reward (an infrastructure error, not a score)" % listed)
@@ -178,10 +216,39 @@ def same(saved, path):
         return x.read() == y.read()
 
 
-names = [n for n in open(listed, "rb").read().split(b"\\0") if n]
+def nul_list(path):
+    return [os.fsdecode(n) for n in open(path, "rb").read().split(b"\\0") if n]
+
+
+# what the agent added there goes: a path the image lacked on the test side or in a test
+# module's place (a package tests/app/tests/ beside tests/app/tests.py is imported instead), and
+# every bytecode cache of the tree (one written for a test module with its source's size and
+# time is run instead of the source put back)
+present = frozenset(nul_list(present_list))
+added = caches = 0
+for root, folders, files in os.walk(tree):
+    base = os.path.relpath(root, tree)
+    base = "" if base == "." else base + "/"
+    for folder in list(folders):
+        path = os.path.join(root, folder)
+        if folder == ".git" or base + folder in present or base + folder + "/" in present:
+            # a submodule or a nested repository: not the tree's files
+            folders.remove(folder)
+        elif folder == "__pycache__" and not os.path.islink(path):
+            shutil.rmtree(path)
+            folders.remove(folder)
+            caches += 1
+        elif os.path.islink(path):
+            folders.remove(folder)
+            files.append(folder)
+    for name in files:
+        if name != ".git" and base + name not in present and shadows(base + name):
+            os.unlink(os.path.join(root, name))
+            added += 1
+
+names = nul_list(listed)
 put = 0
-for name in names:
-    rel = os.fsdecode(name)
+for rel in names:
     parts = rel.split("/")
     if rel.startswith("/") or ".." in parts:
         continue
@@ -206,9 +273,11 @@ for name in names:
         else:
             shutil.copy2(saved, path)
         put += 1
-print("forge-data import: %d of %d test-side files put back as the task had them"
-      % (put, len(names)), file=sys.stderr)
+print("forge-data import: %d of %d test-side files put back as the task had them; %d added "
+      "there removed; %d bytecode caches removed" % (put, len(names), added, caches),
+      file=sys.stderr)
 """
+)
 
 
 def _toml_str(value: str) -> str:
@@ -349,6 +418,7 @@ def test_sh(kind: Kind, row: dict[str, Any], tests: list[str]) -> str:
     lines.append(  # the interpreter that grades (CONDA_PYTHON_EXE: the base env's); -I: the
         # working tree (the current folder) is not on its sys.path, a shutil.py there not imported
         f'"${{CONDA_PYTHON_EXE:-python3}}" -I - {shlex.quote(PRISTINE)} /testbed '
+        f"{shlex.quote(json.dumps(side_rule(kind, row)))} "
         f"<<'{RESTORE_END}' || exit 2\n{RESTORE_PY}{RESTORE_END}"
     )
     lines += restore_sh(pristine_paths(kind, row, tests)).splitlines()
@@ -402,6 +472,40 @@ def side_pathspecs(kind: Kind, row: dict[str, Any]) -> list[str]:
     return ([f":(glob){glob}" for glob in TEST_SIDE]
             + [f":(literal){path}" for path in RUNNER_FILES.get(repo, ())]
             + [f":(exclude,literal){path}" for path in gold])  # fmt: skip
+
+
+def _glob_regex(glob: str) -> str:
+    """A git `:(glob)` pathspec as a regex over a whole path: `**/` any folders (none
+    included), a trailing `/**` everything inside, `*` and `?` within one name."""
+    out, rest = [], glob
+    while rest:
+        if rest.startswith("**/"):
+            out.append("(?:.*/)?")
+            rest = rest[3:]
+        elif rest == "/**":
+            out.append("/.*")
+            rest = ""
+        elif rest[0] == "*":
+            out.append("[^/]*")
+            rest = rest[1:]
+        elif rest[0] == "?":
+            out.append("[^/]")
+            rest = rest[1:]
+        else:
+            out.append(re.escape(rest[0]))
+            rest = rest[1:]
+    return "".join(out)
+
+
+def side_rule(kind: Kind, row: dict[str, Any]) -> dict[str, Any]:
+    """The test side as test.sh's restore reads it (`SIDE_PY`): `side`, a regex of the paths
+    `side_pathspecs` names, `gold`, the gold patch's paths (never the side's)."""
+    del kind  # one rule for every kind: the row's repository names its runner files
+    repo = str(row.get("repo") or "").lower()
+    alternatives = [_glob_regex(glob) for glob in TEST_SIDE]
+    alternatives += [re.escape(path) for path in RUNNER_FILES.get(repo, ())]
+    gold = patch_paths(str(row.get("patch") or ""))[1]
+    return {"side": "(?s)(?:" + "|".join(alternatives) + r")\Z", "gold": gold}
 
 
 def _fail(expected: str, found: str, fix: str) -> str:
@@ -467,7 +571,10 @@ def cut_history_sh(kind: Kind, row: dict[str, Any], tests: list[str]) -> str:
         'rm -rf "$pristine"; mkdir -p "$pristine/tree"; : >"$pristine/absent"',
         *([save] if paths else []),
         # the test side as the image has it (install steps' edits included), for test.sh
-        f'mkdir "$pristine/side"; git ls-files -z -- {_quoted(side)} >"$pristine/side.list"',
+        # (every path of the tree too: test.sh removes what the agent adds on the test side)
+        f'git ls-files -z --cached --others -- {_NO_CACHES} >"$pristine/tree.list"',
+        f'mkdir "$pristine/side"; git ls-files -z --cached --others -- {_quoted(side)} '
+        f'{_NO_CACHES} >"$pristine/side.list"',
         "tar --null --verbatim-files-from --no-unquote --no-recursion --ignore-failed-read "
         '-T "$pristine/side.list" -cf - | tar -xpf - -C "$pristine/side"',
         'rm -f "$pristine/index"; chmod -R a+rX "$pristine"',

@@ -19,6 +19,10 @@ test patch touches (the adapters' `get_test_commands`).
                  tests.py, conftest.py, *.test.* or *.spec.* (jest, vitest, mocha), *_test.go,
                  tests.rs; SymPy's runner (bin/test, sympy/utilities/runtests.py and
                  pytest.py, as swebench runs it)
+    and          whatever takes the place of a Python module there: a package by its name
+                 (app/test_views/__init__.py beside app/test_views.py), an extension or
+                 bytecode (app/test_views.cpython-311-x86_64-linux-gnu.so); Python imports it
+                 instead of the module, and Django's runner loads tests by module name
     less         every path the gold patch touches: the oracle's changes are the answer,
                  whatever their names
 
@@ -43,6 +47,8 @@ TEST_SIDE = re.compile(
     r"|(^|/)(test_[^/]*|[^/]*_test|tests|conftest)\.py$"
     r"|(^|/)[^/]+\.(test|spec)\.[^/]+$|(^|/)[^/]*_test\.go$|(^|/)tests\.rs$"
 )
+# a module file's name: its module, an optional tag (cpython-311-x86_64-linux-gnu), its suffix
+MODULE_FILE = re.compile(r"([^.]+)(?:\.[\w-]+)?\.(?:py|pyw|pyc|pyo|so|pyd)")
 RUNNER_FILES = {  # swebench runs SymPy's rows with bin/test, which loads these
     "sympy/sympy": frozenset(
         {"bin/test", "sympy/utilities/runtests.py", "sympy/utilities/pytest.py"}
@@ -67,7 +73,18 @@ class TestSide:
     def __call__(self, path: str) -> bool:
         if path in self.gold or any(g.startswith(path + "/") for g in self.gold):
             return False  # the gold's, or a folder holding the gold's
-        return path in self.runner or TEST_SIDE.search(path) is not None
+        if self._named(path):
+            return True
+        # in a module's place there: a package (app/test_views/ beside app/test_views.py), an
+        # extension or bytecode by its name; Python imports it instead of the module
+        parts = path.split("/")
+        if any(self._named("/".join(parts[:end]) + ".py") for end in range(1, len(parts))):
+            return True
+        name = MODULE_FILE.fullmatch(parts[-1])
+        return name is not None and self._named("/".join([*parts[:-1], name.group(1) + ".py"]))
+
+    def _named(self, path: str) -> bool:
+        return path not in self.gold and (path in self.runner or TEST_SIDE.search(path) is not None)
 
 
 def _row_side(task_dir: Path) -> TestSide | None:
