@@ -78,9 +78,10 @@ def test_the_importers_pathspecs_pick_the_same_paths_through_git(tmp_path: Path)
 
 def _git_diff(tmp_path: Path) -> str:
     """A real `git diff` over the names git writes differently: a space (a tab ends it), a
-    quote and a non-ASCII byte (C-quoted), a new and a removed file, a rename with a change
-    (a pure rename has no `---`/`+++` pair: neither package, nor the adapters, reads it), and
-    a hunk whose removed line reads `--- x` and added line `+++ y`."""
+    quote and a non-ASCII byte (C-quoted), a new and a removed file, a rename with a change,
+    sections without a `---`/`+++` pair (a pure rename, a mode change, a binary file, an empty
+    new file: the adapters read none of them), and a hunk whose removed line reads `--- x` and
+    added line `+++ y`."""
     git = shutil.which("git")
     if git is None:
         pytest.fail("expected git on PATH (the patches compared here are git's)")
@@ -93,9 +94,11 @@ def _git_diff(tmp_path: Path) -> str:
 
     (tmp_path / "Nx Cloud").mkdir()
     files = {"Nx Cloud/a b.ts": "a\n", "naïve.py": "x\n", 'q"t.py': "q\n", "gone.py": "g\n",
-             "old_name.py": "same\n" * 5, "trap.txt": "-- x\nkeep\n"}  # fmt: skip
+             "old_name.py": "same\n" * 5, "trap.txt": "-- x\nkeep\n",
+             "pure old.py": "kept\n" * 5, "script.sh": "echo\n"}  # fmt: skip
     for name, text in files.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "logo.bin").write_bytes(b"\0\1\2")
     run("init", "-q")
     run("add", "-A")
     run("-c", "user.email=a@b", "-c", "user.name=n", "commit", "-qm", "start")
@@ -108,6 +111,12 @@ def _git_diff(tmp_path: Path) -> str:
     with (tmp_path / "new_name.py").open("a", encoding="utf-8") as handle:
         handle.write("changed\n")
     (tmp_path / "trap.txt").write_text("++ y\nkeep\n", encoding="utf-8")
+    # sections without a ---/+++ pair: a pure rename, a mode change, a binary file, an empty
+    # new file (named by their `diff --git` and `rename` lines only)
+    (tmp_path / "pure old.py").rename(tmp_path / "pure new.py")
+    (tmp_path / "script.sh").chmod(0o755)
+    (tmp_path / "logo.bin").write_bytes(b"\0\3\4")
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
     run("add", "-A")
     return run("diff", "--cached", "-M")
 
@@ -120,7 +129,10 @@ def test_both_packages_read_the_same_paths_from_a_git_diff(tmp_path: Path) -> No
     assert '"a/na\\303\\257ve.py"' in patch and "--- a/Nx Cloud/a b.ts\t" in patch
     assert "\n--- x\n" in patch and "\n+++ y\n" in patch  # the trap's hunk lines
     before, touched = importer_paths(patch)
+    assert "rename from pure old.py" in patch and "Binary files a/logo.bin" in patch
     expected = {"Nx Cloud/a b.ts", "naïve.py", 'q"t.py', "gone.py", "new file.py",
-                "old_name.py", "new_name.py", "trap.txt"}  # fmt: skip
+                "old_name.py", "new_name.py", "trap.txt", "pure old.py", "pure new.py",
+                "script.sh", "logo.bin", "empty.txt"}  # fmt: skip
     assert set(touched) == expected == set(carry_paths(patch))
-    assert set(before) == expected - {"new file.py", "new_name.py"}  # the pre-images
+    new = {"new file.py", "new_name.py", "pure new.py", "empty.txt"}
+    assert set(before) == expected - new  # the pre-images

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from forge_sandbox.verify._gold import GoldPatchError, apply_file_diff, file_diffs, patch_paths
 from forge_sandbox.verify._harness import _carried, split_harness
+from forge_sandbox.verify._testside import TestSide
 from forge_sandbox.verify._transfer import Change, Entry, Manifest
 
 # what `git diff --no-index` printed here (git 2.39) for an edit, a last line without a
@@ -84,8 +85,35 @@ def test_the_paths_a_patch_touches_are_its_header_names() -> None:
 
 def test_a_patch_without_a_file_header_names_nothing() -> None:
     assert file_diffs("") == {} and file_diffs("not a diff\n@@ -1 +1 @@\n-a\n+b\n") == {}
-    binary = "diff --git a/x.png b/x.png\nBinary files a/x.png and b/x.png differ\n"
-    assert file_diffs(binary) == {}
+    differ = "diff --git a/x.png b/y.png\nindex 1..2 100644\n"  # two names, neither read
+    assert file_diffs(differ) == {}
+
+
+# what git 2.39 printed for sections without a ---/+++ pair
+PURE_RENAME = (
+    "diff --git a/tests/old helper.py b/tests/new helper.py\nsimilarity index 100%\n"
+    "rename from tests/old helper.py\nrename to tests/new helper.py\n"
+)
+BINARY = "diff --git a/x.png b/x.png\nindex 1..2 100644\nBinary files a/x.png and b/x.png differ\n"
+MODE = "diff --git a/run.sh b/run.sh\nold mode 100644\nnew mode 100755\n"
+
+
+def test_a_section_without_a_header_pair_is_named_by_its_git_lines() -> None:
+    diffs = file_diffs(PURE_RENAME + BINARY + MODE + GIT_DIFF)
+    assert sorted(diffs) == [".mocharc.yml", "jest.config.js", "karma.conf.js", "run.sh",
+                             "tests/new helper.py", "x.png"]  # fmt: skip
+    assert diffs["tests/new helper.py"].source == "tests/old helper.py"
+    assert diffs["x.png"].binary and not diffs["run.sh"].binary and not diffs["run.sh"].hunks
+    assert apply_file_diff(b"a\n", diffs["run.sh"]) == b"a\n"  # a mode change: same content
+    for name in ("tests/new helper.py", "x.png"):  # their content is not in the patch
+        with pytest.raises(GoldPatchError, match="binary or pure rename"):
+            apply_file_diff(b"a\n", diffs[name])
+    assert patch_paths(PURE_RENAME) == {"tests/old helper.py", "tests/new helper.py"}
+    # the gold's rename is the task's answer: both names are off the test side, the carry
+    # takes the agent's same rename (it left both as the task's before)
+    side = TestSide(gold=patch_paths(PURE_RENAME))
+    assert not side("tests/old helper.py") and not side("tests/new helper.py")
+    assert side("tests/other.py")
 
 
 _TEXTS = ["a\n", "b\n", "c\n", "\n", "  x = 1\n", "é\n", "d\n", "}\n", "e", "f\n"]

@@ -329,18 +329,68 @@ def _diff_name(header: str) -> str | None:
     return name[2:] if name[:2] in ("a/", "b/") else name
 
 
+_GIT_HEADER = "diff --git "
+
+
+def _git_header_name(line: str) -> str | None:
+    """The one name of a `diff --git a/x b/x` line whose two names are equal; None when they
+    differ or are quoted (forge-sandbox's `verify/_gold` reads them alike)."""
+    rest = line[len(_GIT_HEADER) :]
+    half = (len(rest) - 1) // 2
+    old, new = rest[:half], rest[half + 1 :]
+    if len(rest) % 2 and old[:2] == "a/" and new[:2] == "b/" and old[2:] == new[2:]:
+        return old[2:] or None
+    return None
+
+
+def _section_paths(lines: list[str], at: int) -> tuple[list[str], list[str], int]:
+    """(pre-images, post-images) of the `diff --git` section at lines[at] when no `---`/`+++`
+    pair names it (a pure rename or copy, a mode change, a binary file), and the index after
+    its headers."""
+    i = at + 1
+    while i < len(lines) and not lines[i].startswith((_GIT_HEADER, "--- ")):
+        i += 1
+    if i < len(lines) and lines[i].startswith("--- "):
+        return [], [], i
+    heads = lines[at + 1 : i]
+
+    def named(key: str) -> str | None:
+        for line in heads:
+            if line.startswith(key):
+                raw = line[len(key) :]
+                return _unquoted(raw) if raw.startswith('"') else raw
+        return None
+
+    renamed, copied = named("rename to "), named("copy to ")
+    if renamed or copied:
+        source = named("rename from ")
+        return ([source] if source else []), [renamed or copied or ""], i
+    name = _git_header_name(lines[at])
+    if name is None:
+        return [], [], i
+    new = any(line.startswith("new file mode ") for line in heads)
+    return ([] if new else [name]), [name], i
+
+
 def patch_paths(patch: str) -> tuple[list[str], list[str]]:
     """(paths the patch changes that exist before it, every path it touches), in diff order.
 
     The adapters' rule (`--- a/` pre-images, `+++ b/` post-images; `/dev/null` skipped), read
     from each file's header pair: a hunk's lines are skipped by its counts (a removed line
-    `-- x` reads `--- x`), a name with a space ends at git's tab, a quoted name is decoded.
+    `-- x` reads `--- x`), a name with a space ends at git's tab, a quoted name is decoded. A
+    section without the pair (a pure rename or copy, a mode change, a binary file) is read from
+    its `diff --git` and `rename`/`copy` lines.
     """
     lines = patch.splitlines()
     before: list[str] = []
     after: list[str] = []
     i = 0
     while i < len(lines):
+        if lines[i].startswith(_GIT_HEADER):
+            pre, post, i = _section_paths(lines, i)
+            before += pre
+            after += post
+            continue
         head = _HUNK_HEAD.match(lines[i])
         if head:  # skip the hunk: its old and new line counts
             old, new = int(head.group(1) or 1), int(head.group(2) or 1)

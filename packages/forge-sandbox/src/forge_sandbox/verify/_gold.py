@@ -25,6 +25,7 @@ from dataclasses import dataclass
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _LINE = re.compile(r"[^\n]*\n|[^\n]+$")
 NO_NEWLINE = "\\"  # "\ No newline at end of file": the line before it has no newline
+GIT_HEADER = "diff --git "
 
 
 class GoldPatchError(ValueError):
@@ -49,6 +50,7 @@ class FileDiff:
     creates: bool = False  # `--- /dev/null`
     deletes: bool = False  # `+++ /dev/null`
     source: str | None = None  # the `---` name when it differs (a rename)
+    binary: bool = False  # a binary section: its content is not read here
 
 
 def _lines(text: str) -> list[str]:
@@ -111,13 +113,60 @@ def _hunk(lines: list[str], at: int) -> tuple[Hunk, int]:
     return Hunk(int(head.group(1)), tuple(old), tuple(new)), i
 
 
+def _git_header_name(line: str) -> str | None:
+    """The one name of a `diff --git a/x b/x` line whose two names are equal (a mode change, a
+    binary file, a new or removed empty file); None when they differ or are quoted (then the
+    section's `rename`/`copy` lines name them)."""
+    rest = line[len(GIT_HEADER) :].rstrip("\n")
+    half = (len(rest) - 1) // 2
+    old, new = rest[:half], rest[half + 1 :]
+    if len(rest) % 2 and old[:2] == "a/" and new[:2] == "b/" and old[2:] == new[2:]:
+        return old[2:] or None
+    return None
+
+
+def _extended_name(line: str, key: str) -> str:
+    """The name of a `rename from x` / `copy to x` line (no a/ or b/; C-quoted if needed)."""
+    raw = line[len(key) :].rstrip("\n")
+    return unquote_c(raw) if raw.startswith('"') else raw
+
+
+def _section(lines: list[str], at: int) -> tuple[FileDiff | None, int]:
+    """The section that starts at lines[at] (a `diff --git` line) when no `---`/`+++` pair
+    names it (a pure rename or copy, a mode change, a binary file), and the index after its
+    headers; None when the pair follows."""
+    i = at + 1
+    while i < len(lines) and not lines[i].startswith((GIT_HEADER, "--- ")):
+        i += 1
+    heads = lines[at + 1 : i]
+
+    def named(key: str) -> str | None:
+        return next((_extended_name(line, key) for line in heads if line.startswith(key)), None)
+
+    def has(*keys: str) -> bool:
+        return any(line.startswith(keys) for line in heads)
+
+    path = named("rename to ") or named("copy to ") or _git_header_name(lines[at])
+    if path is None or (i < len(lines) and lines[i].startswith("--- ")):
+        return None, i
+    binary = has("Binary files ", "GIT binary patch")
+    return FileDiff(path, (), has("new file mode "), has("deleted file mode "),
+                    named("rename from "), binary), i  # fmt: skip
+
+
 def file_diffs(patch: str) -> dict[str, FileDiff]:
     """Each file's section of `patch`, by its path (the new name; the old one for a
-    removal). A section without a `---`/`+++` pair (a mode change, a binary diff) is skipped."""
+    removal): its `---`/`+++` pair, else its `diff --git` line and `rename`/`copy` lines (a
+    pure rename or copy, a mode change, a binary file: no hunks)."""
     lines = _lines(patch)
     found: dict[str, FileDiff] = {}
     i = 0
     while i < len(lines):
+        if lines[i].startswith(GIT_HEADER):
+            section, i = _section(lines, i)
+            if section is not None:
+                found[section.path] = section
+            continue
         if not (lines[i].startswith("--- ") and i + 1 < len(lines)
                 and lines[i + 1].startswith("+++ ")):  # fmt: skip
             i += 1
@@ -161,6 +210,11 @@ def apply_file_diff(original: bytes | None, diff: FileDiff) -> bytes | None:
     does not apply to `original` (None: the task has no such file)."""
     if diff.deletes:
         return None
+    if diff.binary or (diff.source is not None and not diff.hunks):
+        raise GoldPatchError(
+            f"{diff.path}: expected a text diff of the file; found a binary or pure rename "
+            "section (its content is not in the patch)"
+        )
     if original is None and not diff.creates:
         raise GoldPatchError(f"{diff.path}: the gold patch edits it; the task has no such file")
     try:
