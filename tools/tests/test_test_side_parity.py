@@ -32,7 +32,8 @@ IN_PLACE = {
     "app/test_views/__init__.py": True, "app/test_views/deep/x.py": True,
     "app/test_views.cpython-311-x86_64-linux-gnu.so": True, "app/tests.pyc": True,
     "app/conftest/__init__.py": True, "src/app/views/__init__.py": False,
-    "app/test_views.txt": False, "app/views.cpython-311-x86_64-linux-gnu.so": False,
+    "app/test_views.txt": False, "app/tests.orig.py": False,
+    "app/views.cpython-311-x86_64-linux-gnu.so": False,
 }  # fmt: skip
 GOLD = "--- a/src/__tests__/base.js\n+++ b/src/__tests__/base.js\n"  # the gold's: never the side's
 EXPECTED = {path for path, side in CASES.items() if side} - {"src/__tests__/base.js"}

@@ -146,12 +146,15 @@ def test_a_new_module_named_as_the_runners_or_the_stdlibs_outside_a_package_is_k
     before = _manifest({"calc": "d", "calc/__init__.py": "f", "json.py": "f", "tests": "d"})
     new = ["pytest", "pytest/__main__.py", "argparse.py", "tests/re.py", "json.py",
            "calc/types.py", "calc/util.py", "nspkg", "nspkg/io.py", "nspkg/__init__.py",
-           "test_calc2.py", "tests/test_io.py", "README"]  # fmt: skip
+           "test_calc2.py", "tests/test_io.py", "README", "inspect.so", "shlex.orig.py",
+           "unittest.cpython-311-x86_64-linux-gnu.so", "calc.so"]  # fmt: skip
     after = _manifest({**{p: "f" for p in new}, "pytest": "d", "nspkg": "d", "calc": "d",
                        "calc/__init__.py": "f", "tests": "d"})  # fmt: skip
     carried, kept = split_harness(Change(copy=tuple(sorted(new)), delete=()), before, after)
-    # json.py existed (changed, not new); calc/ and nspkg/ are packages in the agent's tree
-    assert kept == ("argparse.py", "pytest", "pytest/__main__.py", "tests/re.py")
+    # json.py existed (changed, not new); calc/ and nspkg/ are packages in the agent's tree;
+    # an extension by a stdlib module's name is imported before it (shlex.orig.py is no module)
+    assert kept == ("argparse.py", "inspect.so", "pytest", "pytest/__main__.py", "tests/re.py",
+                    "unittest.cpython-311-x86_64-linux-gnu.so")  # fmt: skip
     assert set(carried.copy) == set(new) - set(kept)
 
 

@@ -158,8 +158,9 @@ _NO_CACHES = shlex.quote(":(exclude,glob)**/__pycache__/**")  # test.sh removes 
 SIDE_PY = """\
 import os, re, shutil, sys
 
-# a module file's name: its module, an optional tag (cpython-311-x86_64-linux-gnu), its suffix
-MODULE = re.compile(r"([^.]+)(?:\\.[\\w-]+)?\\.(?:py|pyw|pyc|pyo|so|pyd)")
+# a module file's name: its module, then a source or bytecode suffix, or an extension's with an
+# optional tag (cpython-311-x86_64-linux-gnu, abi3)
+MODULE = re.compile(r"([^.]+)(?:\\.(?:py|pyw|pyc|pyo)|(?:\\.[\\w-]+)?\\.(?:so|pyd))")
 
 
 def side_rule(rule):

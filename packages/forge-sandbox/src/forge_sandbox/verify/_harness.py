@@ -28,7 +28,9 @@ a deleted or changed one stays the task's), and change-audit.json lists them und
                         (`runner_part`: pytest's sections; package.json's scripts, runner and
                         workspace keys and its dependencies from anywhere but the registry; a
                         lockfile's non-registry sources); never a deletion
-    by shadowing        a new module or package named as the runner's (pytest, _pytest, pluggy,
+    by shadowing        a new module, package or extension (`inspect.so`,
+                        `unittest.cpython-311-x86_64-linux-gnu.so`: imported before a source)
+                        named as the runner's (pytest, _pytest, pluggy,
                         ...) or the standard library's (any Python 3's: a module removed since
                         3.5 counts), in a folder that is not a package: the
                         working tree's root comes first on sys.path under `python -m pytest`
@@ -60,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from forge_sandbox._errors import SandboxTransferError
 from forge_sandbox.verify._gold import FileDiff, GoldPatchError, apply_file_diff
+from forge_sandbox.verify._testside import MODULE_FILE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -282,8 +285,14 @@ def _sources(package: dict[str, Any]) -> set[str]:
 
 
 def _module(name: str) -> str:
-    """The module a file or folder name would be imported as ('' for none)."""
-    return name.removesuffix(".py") if name.endswith(".py") or "." not in name else ""
+    """The module a file or folder name would be imported as ('' for none): a folder (a
+    package), a source, or an extension (`json.so`, `json.cpython-311-x86_64-linux-gnu.so`:
+    Python's importer takes one before a source of the same name, and before the standard
+    library's when its folder comes first on sys.path)."""
+    if "." not in name:
+        return name
+    module = MODULE_FILE.fullmatch(name)  # bytecode never travels (`_transfer.EXCLUDED`)
+    return module.group(1) if module is not None else ""
 
 
 def shadowing(change: Change, before: Manifest, after: Manifest) -> set[str]:

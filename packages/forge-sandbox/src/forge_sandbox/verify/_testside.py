@@ -47,8 +47,9 @@ TEST_SIDE = re.compile(
     r"|(^|/)(test_[^/]*|[^/]*_test|tests|conftest)\.py$"
     r"|(^|/)[^/]+\.(test|spec)\.[^/]+$|(^|/)[^/]*_test\.go$|(^|/)tests\.rs$"
 )
-# a module file's name: its module, an optional tag (cpython-311-x86_64-linux-gnu), its suffix
-MODULE_FILE = re.compile(r"([^.]+)(?:\.[\w-]+)?\.(?:py|pyw|pyc|pyo|so|pyd)")
+# a module file's name: its module, then a source or bytecode suffix, or an extension's with an
+# optional tag (cpython-311-x86_64-linux-gnu, abi3)
+MODULE_FILE = re.compile(r"([^.]+)(?:\.(?:py|pyw|pyc|pyo)|(?:\.[\w-]+)?\.(?:so|pyd))")
 RUNNER_FILES = {  # swebench runs SymPy's rows with bin/test, which loads these
     "sympy/sympy": frozenset(
         {"bin/test", "sympy/utilities/runtests.py", "sympy/utilities/pytest.py"}
