@@ -362,10 +362,10 @@ def _section_paths(lines: list[str], at: int) -> tuple[list[str], list[str], int
                 return _unquoted(raw) if raw.startswith('"') else raw
         return None
 
-    renamed, copied = named("rename to "), named("copy to ")
-    if renamed or copied:
-        source = named("rename from ")
-        return ([source] if source else []), [renamed or copied or ""], i
+    target = named("rename to ") or named("copy to ")
+    if target:
+        source = named("rename from ")  # a copy's source is not changed
+        return ([source] if source else []), [target], i
     name = _git_header_name(lines[at])
     if name is None:
         return [], [], i
