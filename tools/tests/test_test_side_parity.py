@@ -5,12 +5,15 @@ build). Both must pick the same paths: Python's, JavaScript's, Rust's and Go's t
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from forge_data.importers._layout import SIDE_PY, side_pathspecs, side_rule
 from forge_sandbox.verify._testside import RUNNER_FILES, TestSide
@@ -137,3 +140,46 @@ def test_both_packages_read_the_same_paths_from_a_git_diff(tmp_path: Path) -> No
     assert set(touched) == expected == set(carry_paths(patch))
     new = {"new file.py", "new_name.py", "pure new.py", "empty.txt"}
     assert set(before) == expected - new  # the pre-images
+
+
+# names that sit on either side of each rule: folders, test files, look-alikes
+_PART = st.sampled_from([
+    "test", "tests", "testing", "e2e", "__tests__", "__mocks__", "src", "pkg", "testsuite",
+    "test_a.py", "a_test.py", "tests.py", "conftest.py", "x.test.js", "y.spec.ts", "z_test.go",
+    "tests.rs", "lib.rs", "contest.py", "a.py", "test_.py", ".hidden", "sp ace.py", "ünï.py",
+    "spec", "a.test", "test.py", "atest_b.py",
+])  # fmt: skip
+
+
+def _no_file_holds_another(paths: list[str]) -> bool:
+    return not any(other.startswith(path + "/") for path in paths for other in paths)
+
+
+@settings(max_examples=40, deadline=None)
+@given(paths=st.lists(st.lists(_PART, min_size=1, max_size=4).map("/".join), min_size=1,
+                      max_size=12, unique=True).filter(_no_file_holds_another),
+       gold_index=st.integers(min_value=0, max_value=11))  # fmt: skip
+def test_the_restores_regex_picks_what_git_picks(paths: list[str], gold_index: int) -> None:
+    """test.sh's restore reads the pathspecs the image build gave `git ls-files` as one regex
+    (`side_rule`): for any tree, the same paths, the gold's excluded."""
+    import tempfile
+
+    git = shutil.which("git")
+    if git is None:
+        pytest.fail("expected git on PATH (the image build runs these pathspecs with it)")
+    gold = paths[gold_index % len(paths)]
+    row = {"repo": "o/p", "patch": f"--- a/{gold}\n+++ b/{gold}\n"}
+    with tempfile.TemporaryDirectory() as scratch:
+        repo = Path(scratch)
+        for path in paths:
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_text("x\n")
+        env = {"PATH": "/usr/bin:/bin", "HOME": scratch, "GIT_CONFIG_NOSYSTEM": "1"}
+        subprocess.run([git, "-C", scratch, "init", "-q"], env=env, check=True)
+        listed = subprocess.run([git, "-C", scratch, "-c", "core.quotePath=false", "ls-files",
+                                 "-z", "--others", "--", *side_pathspecs("swebench", row)],
+                                env=env, check=True, capture_output=True).stdout  # fmt: skip
+    picked = {name.decode() for name in listed.split(b"\0") if name}
+    rule = side_rule("swebench", row)
+    pattern = re.compile(rule["side"])
+    assert {p for p in paths if p not in rule["gold"] and pattern.match(p)} == picked
