@@ -54,6 +54,14 @@ def test_the_32k_target_is_rllms_added_p50_over_forges(long):
     assert (linear["name"], linear["measured"]) == ("trace_bytes_per_token_20_over_2_calls", 1.03)
 
 
+def test_the_speedup_above_the_pass_through_compares_the_gateways_own_work(long):
+    # the twenty-fifth session's second bench: Forge 3.44 ms, rllm 10.25 ms, hop ~1.2 ms
+    assert long.speedup_above_floor(3.44, 10.25, 1.2) == round(9.05 / 2.24, 3)
+    assert long.speedup_above_floor(3.44, 10.25, 0.0) == round(10.25 / 3.44, 3)
+    for forge, rllm in ((1.2, 10.0), (1.0, 10.0), (3.0, 1.1), (3.0, None)):
+        assert long.speedup_above_floor(forge, rllm, 1.2) is None  # not above the floor
+
+
 @pytest.mark.parametrize(
     ("forge", "rllm", "reason"),
     [(2.5, None, "FORGE_RLLM_GATEWAY_PYTHON is not set"), (0.0, 9.0, "is not above 0")],
