@@ -40,6 +40,16 @@ then the device `run` (carry [".whl"], timeout_s 540; about a minute of work on 
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; \\
     PYTHONUNBUFFERED=1 python3 tools/gpu_acceptance.py --out $OUT/gpu_acceptance.json
 
+The fp32 and checkpointing terms (`attention_scores`, `optimizer_step`, `workspaces`) were fitted
+on the 2026-12-04 run; the held-out check for them, in the same single `run` (two processes,
+the update check left out; docs/gpu/ holds the reports they are judged beside):
+
+    ... export PYTHONPATH=/tmp/site || exit; export PYTHONUNBUFFERED=1; \
+    python3 tools/gpu_acceptance.py --dtype fp32 --budgets 4096,12288 --no-update \
+        --out $OUT/held-out-fp32.json; \
+    python3 tools/gpu_acceptance.py --checkpointing --budgets 8192,24576 --no-update \
+        --out $OUT/held-out-checkpointing.json
+
 Without CUDA it refuses (exit 2) unless `--dry-run`: the same code on the CPU with a tiny config
 (what `tools/tests/test_gpu_acceptance.py` runs, so the script cannot rot). Exit 0 when every
 case ran within its estimate or ran out of memory where the estimate said it would, 1 otherwise
