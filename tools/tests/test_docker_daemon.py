@@ -4,11 +4,15 @@ DockerConfig files it writes, the ready line the noxfile reads, the demo tasks' 
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 
 import docker_daemon
 import pytest
+import swebench_image
+
+import forge_data as fd
 
 
 def test_dockerd_runs_offline_with_everything_under_its_tmp(tmp_path: Path) -> None:
@@ -125,3 +129,22 @@ def test_the_mounts_dockerd_leaves_are_found_deepest_first() -> None:
     found = docker_daemon.mounts_under(Path("/tmp/forge-dockerd-a"), mounts)
     assert found == ["/tmp/forge-dockerd-a/exec/netns/default", "/tmp/forge-dockerd-a"]
     assert docker_daemon.mounts_under(Path("/tmp/elsewhere"), mounts) == []
+
+
+def test_the_swebench_shaped_row_imports_to_a_task_its_rewrite_covers(tmp_path: Path) -> None:
+    """tools/swebench_image.py (run by `nox -s docker`): its row's patches apply to the
+    repository it builds the image from, and the imported task's FROM is the name rewritten."""
+    testbed = tmp_path / "testbed"
+    testbed.mkdir()
+    row = swebench_image.repository(testbed)
+    for patch in (row["patch"], row["test_patch"]):  # both apply at base_commit, as built
+        check = subprocess.run(["git", "-C", str(testbed), "apply", "--check", "-"],
+                               input=str(patch), text=True, capture_output=True)  # fmt: skip
+        assert check.returncode == 0, check.stderr
+    assert (testbed / "tests/data.txt").read_text() == "built\n"  # untracked, on the test side
+    dockerfile = fd.task_files("swebench", row)["environment/Dockerfile"][0]
+    public = dockerfile.splitlines()[0].removeprefix("FROM ")
+    config = docker_daemon.docker_config("o", "127.0.0.1:5000")
+    assert swebench_image.base_image(config) == "127.0.0.1:5000/forge/base:bookworm"
+    text = swebench_image.with_rewrite(config, public, swebench_image.LOCAL_TAG)
+    assert tomllib.loads(text)["rewrites"][public] == swebench_image.LOCAL_TAG
