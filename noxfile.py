@@ -407,16 +407,11 @@ def docker(session: nox.Session) -> None:
         for agent in ("oracle", "nop"):
             session.run("forge-sandbox", agent, str(synth), "--out", str(tmp / f"synth-{agent}"),
                         "--backend", "docker", env=synth_env)  # fmt: skip
-        # a task `forge-data import swebench` wrote, FROM a SWE-bench-shaped published image
-        # built here: the importer's history cut and test.sh in real containers
-        swe = tmp / "swebench"
+        swe = tmp / "swebench"  # `forge-data import swebench`'s task on a SWE-bench-shaped image
         session.run("python", str(ROOT / "tools/swebench_image.py"), str(swe), env=env)
-        session.run("forge-data", "import", "swebench", str(swe / "rows.jsonl"), "--out",
-                    str(swe / "tasks"))  # fmt: skip
         swe_env = {**env, "FORGE_DOCKER_CONFIG": str(swe / "docker.toml")}
         for agent in ("oracle", "nop"):
-            out = str(tmp / f"swebench-{agent}")
-            session.run("forge-sandbox", agent, str(swe / "tasks"), "--out", out,
+            session.run("forge-sandbox", agent, str(swe / "tasks"), "--out", str(swe / agent),
                         "--backend", "docker", env=swe_env)  # fmt: skip
         no_container_left(session, env, "the oracle and NOP jobs")
         run_dir = f"runs/docker/{stamp()}-ppo_smoke"

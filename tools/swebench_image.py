@@ -7,8 +7,9 @@ patch, pytest, grade.py) run in real containers: `forge-sandbox oracle` 1, `nop`
 
     python tools/swebench_image.py OUT   # DOCKER_HOST, FORGE_DOCKER_CONFIG, FORGE_DOCKER_CLI set
 
-writes OUT/rows.jsonl (the row) and OUT/docker.toml (the session's DockerConfig with the row's
-published name rewritten to the image built here), and builds that image from OUT/published/:
+writes OUT/rows.jsonl (the row), OUT/tasks/ (`forge-data import swebench` of it) and
+OUT/docker.toml (the session's DockerConfig with the row's published name rewritten to the
+image built here), and builds that image from OUT/published/:
 the session's base with Debian's git and pytest (apt on the host's network, as the synthesized
 tasks' builds), a conda layout whose `testbed` env is the base's python3 (test.sh activates it
 as in the published images), and /testbed: a small repository at the row's base_commit plus an
@@ -136,6 +137,13 @@ def main(argv: list[str]) -> int:
             f"{done.returncode} (its output above); fix: apt in the build needs the Debian mirror"
         )
     (out / "rows.jsonl").write_text(json.dumps(row) + "\n")
+    imported = subprocess.run(["forge-data", "import", "swebench", str(out / "rows.jsonl"),
+                               "--out", str(out / "tasks"), "--quiet"], check=False)  # fmt: skip
+    if imported.returncode != 0:
+        raise docker_daemon.DaemonError(
+            f"forge-data import swebench: expected exit 0; found {imported.returncode} (its "
+            "output above); fix: the row this script writes, or the importer"
+        )
     public = published_image("swebench", row)
     (out / "docker.toml").write_text(with_rewrite(config.read_text(), public, LOCAL_TAG))
     print(f"swebench_image: {public} -> {LOCAL_TAG}; row {INSTANCE} in {out / 'rows.jsonl'}")
