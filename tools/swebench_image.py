@@ -1,20 +1,22 @@
-"""A SWE-bench-shaped published image on the session's daemon, for `nox -s docker`.
+"""SWE-bench- and SWE-smith-shaped published images on the session's daemon, for `nox -s docker`.
 
-One row that `forge-data import swebench` turns into a task folder whose Dockerfile builds FROM
-the row's published name, so that the importer's image step (the history cut, the test side
-saved, the tree's list) and its test.sh (the conda step, the test side put back, the test
-patch, pytest, grade.py) run in real containers: `forge-sandbox oracle` 1, `nop` 0.
+One row of each kind, which `forge-data import` turns into task folders whose Dockerfiles build
+FROM the rows' published names, so that the importer's image step (SWE-smith's checkout of the
+instance branch, the history cut, the test side saved, the tree's list) and its test.sh (the
+conda step, the test side put back, the test patch or the parent's tests, pytest, grade.py) run
+in real containers: `forge-sandbox oracle` 1, `nop` 0.
 
     python tools/swebench_image.py OUT   # DOCKER_HOST, FORGE_DOCKER_CONFIG, FORGE_DOCKER_CLI set
 
-writes OUT/rows.jsonl (the row), OUT/tasks/ (`forge-data import swebench` of it) and
-OUT/docker.toml (the session's DockerConfig with the row's published name rewritten to the
-image built here), and builds that image from OUT/published/:
-the session's base with Debian's git and pytest (apt on the host's network, as the synthesized
-tasks' builds), a conda layout whose `testbed` env is the base's python3 (test.sh activates it
-as in the published images), and /testbed: a small repository at the row's base_commit plus an
+writes OUT/<kind>.jsonl (the rows), OUT/tasks/ (`forge-data import` of them) and OUT/docker.toml
+(the session's DockerConfig with each published name rewritten to the image built here from
+OUT/<kind>/): the session's base with Debian's git and pytest (apt on the host's network, as
+the synthesized tasks' builds), a conda layout whose `testbed` env is the base's python3
+(test.sh activates it as in the published images), and /testbed: a small repository plus an
 untracked file on its test side that a PASS_TO_PASS test reads (an install step's artefact:
-test.sh's restore must keep it).
+test.sh's restore must keep it). SWE-bench's at the row's base_commit (its test patch adds the
+failing test); SWE-smith's on main with the instance branch (the bug as its tip commit) and an
+`origin` remote in the image, which the adapter's `git fetch && git checkout <id>` reads.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ import docker_daemon  # tools/ is a folder of scripts (this one runs from it)
 from forge_data import published_image
 
 INSTANCE = "forge__calc-1"
-LOCAL_TAG = "forge-published/swebench-calc:1"  # what the published name is rewritten to
+SMITH_INSTANCE = "forge__calc.00000000.func_pm_op_swap__sub"
+LOCAL_TAG = "forge-published/{kind}-calc:1"  # what each published name is rewritten to
 OPS = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a + b\n"
+FIXED_OPS = OPS[: OPS.rindex("a + b")] + "a - b\n"
 TESTS = (
     "import pathlib\n\nfrom calc.ops import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
     "\n\ndef test_data():  # an install step wrote it, untracked\n"
@@ -51,7 +55,9 @@ RUN mkdir -p /opt/miniconda3/bin /opt/miniconda3/envs/testbed/bin \\
     && ln -s /usr/bin/python3 /opt/miniconda3/envs/testbed/bin/python \\
     && printf 'conda() {{ PATH=/opt/miniconda3/envs/testbed/bin:$PATH; }}\\n' \\
         > /opt/miniconda3/bin/activate
-COPY testbed/ /testbed/
+COPY . /opt/published/
+RUN mv /opt/published/testbed /testbed && if [ -d /opt/published/origin.git ]; then \
+    mv /opt/published/origin.git /opt/origin.git; fi && rm -rf /opt/published
 WORKDIR /testbed
 """
 
@@ -86,7 +92,7 @@ def repository(testbed: pathlib.Path) -> dict[str, object]:
     _git(testbed, "init", "-q", "-b", "main")
     _git(testbed, "add", "-A")
     _git(testbed, "commit", "-qm", "base")
-    patch = _diff(testbed, "calc/ops.py", OPS[: OPS.rindex("a + b")] + "a - b\n")
+    patch = _diff(testbed, "calc/ops.py", FIXED_OPS)
     tests = TESTS.replace("import add\n", "import add, sub\n")
     test_patch = _diff(testbed, "tests/test_ops.py", tests + TEST_SUB)
     (testbed / "tests" / "data.txt").write_text("built\n")  # untracked, on the test side
@@ -100,6 +106,36 @@ def repository(testbed: pathlib.Path) -> dict[str, object]:
         "FAIL_TO_PASS": ["tests/test_ops.py::test_sub"],
         "PASS_TO_PASS": ["tests/test_ops.py::test_add", "tests/test_ops.py::test_data"],
         "version": "1.0",
+    }
+
+
+def smith_repository(testbed: pathlib.Path) -> dict[str, object]:
+    """/testbed as a SWE-smith image holds it: main clean (its tests include the failing one),
+    the instance branch one commit on top with the bug, an `origin` (a bare clone at
+    /opt/origin.git in the image); and the row (its patch: the bug, which the oracle reverses)."""
+    tests = TESTS.replace("import add\n", "import add, sub\n") + TEST_SUB
+    for rel, text in {**FILES, "calc/ops.py": FIXED_OPS, "tests/test_ops.py": tests}.items():
+        (testbed / rel).parent.mkdir(parents=True, exist_ok=True)
+        (testbed / rel).write_text(text)
+    _git(testbed, "init", "-q", "-b", "main")
+    _git(testbed, "add", "-A")
+    _git(testbed, "commit", "-qm", "clean")
+    _git(testbed, "checkout", "-q", "-b", SMITH_INSTANCE)
+    (testbed / "calc/ops.py").write_text(OPS)
+    _git(testbed, "commit", "-qam", "bug")
+    patch = _git(testbed, "diff", "main", SMITH_INSTANCE)
+    _git(testbed, "checkout", "-q", "main")
+    _git(testbed.parent, "clone", "-q", "--bare", str(testbed), "origin.git")
+    _git(testbed, "remote", "add", "origin", "/opt/origin.git")
+    (testbed / "tests" / "data.txt").write_text("built\n")  # untracked, on the test side
+    return {
+        "instance_id": SMITH_INSTANCE,
+        "repo": "swesmith/forge__calc.00000000",
+        "image_name": "jyangballin/swesmith.x86_64.forge_1776_calc.00000000",
+        "patch": patch,
+        "problem_statement": "sub(3, 2) returns 5; it should return 1.",
+        "FAIL_TO_PASS": ["tests/test_ops.py::test_sub"],
+        "PASS_TO_PASS": ["tests/test_ops.py::test_add", "tests/test_ops.py::test_data"],
     }
 
 
@@ -121,32 +157,35 @@ def with_rewrite(config_text: str, public: str, local: str) -> str:
     return f'{config_text.rstrip()}\n"{public}" = "{local}"\n'
 
 
+def _run(argv: list[str], what: str, fix: str, env: dict[str, str] | None = None) -> None:
+    done = subprocess.run(argv, env=env, check=False)
+    if done.returncode != 0:
+        raise docker_daemon.DaemonError(
+            f"{what}: expected exit 0; found {done.returncode} (its output above); fix: {fix}"
+        )
+
+
 def main(argv: list[str]) -> int:
     out = pathlib.Path(argv[0]).resolve()
     config = pathlib.Path(os.environ["FORGE_DOCKER_CONFIG"])
-    cli = os.environ["FORGE_DOCKER_CLI"]
-    published = out / "published"
-    (published / "testbed").mkdir(parents=True)
-    row = repository(published / "testbed")
-    (published / "Dockerfile").write_text(DOCKERFILE.format(base=base_image(config.read_text())))
-    argv = [cli, "build", "--network", "host", "--force-rm", "-t", LOCAL_TAG, str(published)]
-    done = subprocess.run(argv, env={**os.environ, "DOCKER_BUILDKIT": "0"}, check=False)
-    if done.returncode != 0:
-        raise docker_daemon.DaemonError(
-            f"build the published SWE-bench-shaped image: expected exit 0; found "
-            f"{done.returncode} (its output above); fix: apt in the build needs the Debian mirror"
-        )
-    (out / "rows.jsonl").write_text(json.dumps(row) + "\n")
-    imported = subprocess.run(["forge-data", "import", "swebench", str(out / "rows.jsonl"),
-                               "--out", str(out / "tasks"), "--quiet"], check=False)  # fmt: skip
-    if imported.returncode != 0:
-        raise docker_daemon.DaemonError(
-            f"forge-data import swebench: expected exit 0; found {imported.returncode} (its "
-            "output above); fix: the row this script writes, or the importer"
-        )
-    public = published_image("swebench", row)
-    (out / "docker.toml").write_text(with_rewrite(config.read_text(), public, LOCAL_TAG))
-    print(f"swebench_image: {public} -> {LOCAL_TAG}; row {INSTANCE} in {out / 'rows.jsonl'}")
+    text = config.read_text()
+    dockerfile = DOCKERFILE.format(base=base_image(text))
+    for kind, make in (("swebench", repository), ("swesmith", smith_repository)):
+        (out / kind / "testbed").mkdir(parents=True)
+        row = make(out / kind / "testbed")
+        (out / kind / "Dockerfile").write_text(dockerfile)
+        tag = LOCAL_TAG.format(kind=kind)
+        build = [os.environ["FORGE_DOCKER_CLI"], "build", "--network", "host", "--force-rm",
+                 "-t", tag, str(out / kind)]  # fmt: skip
+        _run(build, f"build the {kind}-shaped image", "apt in the build needs the Debian mirror",
+             env={**os.environ, "DOCKER_BUILDKIT": "0"})  # fmt: skip
+        (out / f"{kind}.jsonl").write_text(json.dumps(row) + "\n")
+        imported = ["forge-data", "import", kind, str(out / f"{kind}.jsonl"), "--out",
+                    str(out / "tasks"), "--quiet"]  # fmt: skip
+        _run(imported, f"forge-data import {kind}", "the row this script wrote, or the importer")
+        text = with_rewrite(text, published_image(kind, row), tag)
+        print(f"swebench_image: {published_image(kind, row)} -> {tag}; {row['instance_id']}")
+    (out / "docker.toml").write_text(text)
     return 0
 
 

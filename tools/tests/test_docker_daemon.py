@@ -131,20 +131,36 @@ def test_the_mounts_dockerd_leaves_are_found_deepest_first() -> None:
     assert docker_daemon.mounts_under(Path("/tmp/elsewhere"), mounts) == []
 
 
-def test_the_swebench_shaped_row_imports_to_a_task_its_rewrite_covers(tmp_path: Path) -> None:
-    """tools/swebench_image.py (run by `nox -s docker`): its row's patches apply to the
-    repository it builds the image from, and the imported task's FROM is the name rewritten."""
-    testbed = tmp_path / "testbed"
-    testbed.mkdir()
-    row = swebench_image.repository(testbed)
+def _applies(repo: Path, patch: object, *flags: str) -> None:
+    check = subprocess.run(["git", "-C", str(repo), "apply", "--check", *flags, "-"],
+                           input=str(patch), text=True, capture_output=True)  # fmt: skip
+    assert check.returncode == 0, check.stderr
+
+
+def test_the_published_shaped_rows_import_to_tasks_their_rewrites_cover(tmp_path: Path) -> None:
+    """tools/swebench_image.py (run by `nox -s docker`): each row's patches apply to the
+    repository its image is built from, and each imported task's FROM is a name rewritten."""
+    swebench, swesmith = tmp_path / "swebench", tmp_path / "swesmith"
+    swebench.mkdir()
+    swesmith.mkdir()
+    row = swebench_image.repository(swebench)
     for patch in (row["patch"], row["test_patch"]):  # both apply at base_commit, as built
-        check = subprocess.run(["git", "-C", str(testbed), "apply", "--check", "-"],
-                               input=str(patch), text=True, capture_output=True)  # fmt: skip
-        assert check.returncode == 0, check.stderr
-    assert (testbed / "tests/data.txt").read_text() == "built\n"  # untracked, on the test side
-    dockerfile = fd.task_files("swebench", row)["environment/Dockerfile"][0]
-    public = dockerfile.splitlines()[0].removeprefix("FROM ")
+        _applies(swebench, patch)
+    smith = swebench_image.smith_repository(swesmith)
+    # the adapter's checkout of the instance branch from origin: the bug, reversed by the oracle
+    subprocess.run(["git", "-C", str(swesmith), "remote", "set-url", "origin",
+                    str(tmp_path / "origin.git")], check=True)  # fmt: skip
+    subprocess.run(["git", "-C", str(swesmith), "fetch", "-q"], check=True)
+    subprocess.run(["git", "-C", str(swesmith), "checkout", "-q", str(smith["instance_id"])],
+                   check=True)  # fmt: skip
+    _applies(swesmith, smith["patch"], "-R")
+    for repo in (swebench, swesmith):
+        assert (repo / "tests/data.txt").read_text() == "built\n"  # untracked, test side
     config = docker_daemon.docker_config("o", "127.0.0.1:5000")
     assert swebench_image.base_image(config) == "127.0.0.1:5000/forge/base:bookworm"
-    text = swebench_image.with_rewrite(config, public, swebench_image.LOCAL_TAG)
-    assert tomllib.loads(text)["rewrites"][public] == swebench_image.LOCAL_TAG
+    for kind, each in (("swebench", row), ("swesmith", smith)):
+        dockerfile = fd.task_files(kind, each)["environment/Dockerfile"][0]
+        public = dockerfile.splitlines()[0].removeprefix("FROM ")
+        tag = swebench_image.LOCAL_TAG.format(kind=kind)
+        text = swebench_image.with_rewrite(config, public, tag)
+        assert tomllib.loads(text)["rewrites"][public] == tag
