@@ -385,10 +385,11 @@ def docker(session: nox.Session) -> None:
     """The Docker backend on a real daemon (tools/docker_daemon.py: Debian's dockerd as root,
     offline, a local registry): docker_tests (none may skip), oracle (12/12 reward 1) and NOP
     (0/12) over the demo tasks in image form with `--backend docker`, two tasks `forge-data
-    synth` made, built from their own Dockerfile (oracle 1, NOP 0), two tasks `forge-data
-    import` wrote FROM SWE-bench- and SWE-smith-shaped images built here (tools/swebench_image.py:
-    the importer's image step and test.sh in containers; oracle 2/2, NOP 0/2), then a ppo_smoke on
-    smoke-docker-local judged by `forge-gates verify`; `docker gc` finds nothing after each."""
+    synth` made, built from their own Dockerfile (oracle 1, NOP 0), a task of each kind
+    `forge-data import` writes, FROM SWE-bench-, SWE-smith- and SWE-Gym-shaped images built here
+    (tools/swebench_image.py: the importer's image step and test.sh in containers; oracle 3/3,
+    NOP 0/3), then a ppo_smoke on smoke-docker-local judged by `forge-gates verify`; `docker
+    gc` finds nothing after each."""
     install_workspace(session)
     tmp = pathlib.Path(session.create_tmp()) / stamp()
     with DockerDaemon(session, tmp, f"nox-{tmp.name}") as daemon:
@@ -407,7 +408,7 @@ def docker(session: nox.Session) -> None:
         for agent in ("oracle", "nop"):
             session.run("forge-sandbox", agent, str(synth), "--out", str(tmp / f"synth-{agent}"),
                         "--backend", "docker", env=synth_env)  # fmt: skip
-        swe = tmp / "imported"  # `forge-data import`'s SWE-bench and SWE-smith tasks
+        swe = tmp / "imported"  # `forge-data import`'s SWE-bench, SWE-smith, SWE-Gym tasks
         session.run("python", str(ROOT / "tools/swebench_image.py"), str(swe), env=env)
         swe_env = {**env, "FORGE_DOCKER_CONFIG": str(swe / "docker.toml")}
         for agent in ("oracle", "nop"):
@@ -419,7 +420,7 @@ def docker(session: nox.Session) -> None:
         no_container_left(session, env, "the ppo_smoke")
     session.log(
         f"DOCKER_SESSION ok: docker_tests, oracle 12/12, nop 0/12, synthesized tasks oracle 2/2 "
-        f"nop 0/2, imported SWE-bench/SWE-smith tasks oracle 2/2 nop 0/2, smoke verified "
+        f"nop 0/2, imported SWE-bench/smith/Gym tasks oracle 3/3 nop 0/3, smoke verified "
         f"({run_dir}), no container left"
     )
 

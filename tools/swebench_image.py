@@ -1,4 +1,5 @@
-"""SWE-bench- and SWE-smith-shaped published images on the session's daemon, for `nox -s docker`.
+"""SWE-bench-, SWE-smith- and SWE-Gym-shaped published images on the session's daemon, for
+`nox -s docker`.
 
 One row of each kind, which `forge-data import` turns into task folders whose Dockerfiles build
 FROM the rows' published names, so that the importer's image step (SWE-smith's checkout of the
@@ -14,9 +15,10 @@ OUT/<kind>/): the session's base with Debian's git and pytest (apt on the host's
 the synthesized tasks' builds), a conda layout whose `testbed` env is the base's python3
 (test.sh activates it as in the published images), and /testbed: a small repository plus an
 untracked file on its test side that a PASS_TO_PASS test reads (an install step's artefact:
-test.sh's restore must keep it). SWE-bench's at the row's base_commit (its test patch adds the
-failing test); SWE-smith's on main with the instance branch (the bug as its tip commit) and an
-`origin` remote in the image, which the adapter's `git fetch && git checkout <id>` reads.
+test.sh's restore must keep it). SWE-bench's and SWE-Gym's at the row's base_commit (its test
+patch adds the failing test); SWE-smith's on main with the instance branch (the bug as its tip
+commit) and an `origin` remote in the image, which the adapter's `git fetch && git checkout
+<id>` reads.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import docker_daemon  # tools/ is a folder of scripts (this one runs from it)
 from forge_data import published_image
 
 INSTANCE = "forge__calc-1"
+GYM_INSTANCE = "forge__calc-2"  # SWE-Gym's rows are SWE-bench's shape under its own images
 SMITH_INSTANCE = "forge__calc.00000000.func_pm_op_swap__sub"
 LOCAL_TAG = "forge-published/{kind}-calc:1"  # what each published name is rewritten to
 OPS = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a + b\n"
@@ -84,7 +87,7 @@ def _diff(repo: pathlib.Path, path: str, text: str) -> str:
     return diff
 
 
-def repository(testbed: pathlib.Path) -> dict[str, object]:
+def repository(testbed: pathlib.Path, instance: str = INSTANCE) -> dict[str, object]:
     """/testbed as the published image holds it, and the row (its gold and test patches)."""
     for rel, text in FILES.items():
         (testbed / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -98,7 +101,7 @@ def repository(testbed: pathlib.Path) -> dict[str, object]:
     (testbed / "tests" / "data.txt").write_text("built\n")  # untracked, on the test side
     return {
         "repo": "forge/calc",
-        "instance_id": INSTANCE,
+        "instance_id": instance,
         "base_commit": _git(testbed, "rev-parse", "HEAD").strip(),
         "patch": patch,
         "test_patch": test_patch,
@@ -170,7 +173,9 @@ def main(argv: list[str]) -> int:
     config = pathlib.Path(os.environ["FORGE_DOCKER_CONFIG"])
     text = config.read_text()
     dockerfile = DOCKERFILE.format(base=base_image(text))
-    for kind, make in (("swebench", repository), ("swesmith", smith_repository)):
+    makers = {"swebench": repository, "swesmith": smith_repository,
+              "swegym": lambda testbed: repository(testbed, GYM_INSTANCE)}  # fmt: skip
+    for kind, make in makers.items():
         (out / kind / "testbed").mkdir(parents=True)
         row = make(out / kind / "testbed")
         (out / kind / "Dockerfile").write_text(dockerfile)

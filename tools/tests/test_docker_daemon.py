@@ -158,7 +158,8 @@ def test_the_published_shaped_rows_import_to_tasks_their_rewrites_cover(tmp_path
         assert (repo / "tests/data.txt").read_text() == "built\n"  # untracked, test side
     config = docker_daemon.docker_config("o", "127.0.0.1:5000")
     assert swebench_image.base_image(config) == "127.0.0.1:5000/forge/base:bookworm"
-    for kind, each in (("swebench", row), ("swesmith", smith)):
+    gym = dict(row, instance_id=swebench_image.GYM_INSTANCE)
+    for kind, each in (("swebench", row), ("swesmith", smith), ("swegym", gym)):
         dockerfile = fd.task_files(kind, each)["environment/Dockerfile"][0]
         public = dockerfile.splitlines()[0].removeprefix("FROM ")
         tag = swebench_image.LOCAL_TAG.format(kind=kind)
