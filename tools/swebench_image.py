@@ -45,7 +45,10 @@ TESTS = (
     "\n\ndef test_data():  # an install step wrote it, untracked\n"
     "    assert pathlib.Path(__file__).with_name('data.txt').read_text() == 'built\\n'\n"
 )
-TEST_SUB = "\n\ndef test_sub():\n    assert sub(3, 2) == 1\n"  # the test patch's
+# the tests with the failing one (the test patch's, SWE-smith's clean commit's)
+TESTS_WITH_SUB = TESTS.replace("import add\n", "import add, sub\n") + (
+    "\n\ndef test_sub():\n    assert sub(3, 2) == 1\n"
+)
 FILES = {"calc/__init__.py": "", "calc/ops.py": OPS, "tests/test_ops.py": TESTS}
 _IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
              "GIT_COMMITTER_EMAIL": "t@t", "GIT_AUTHOR_DATE": "@1700000000 +0000",
@@ -87,17 +90,20 @@ def _diff(repo: pathlib.Path, path: str, text: str) -> str:
     return diff
 
 
-def repository(testbed: pathlib.Path, instance: str = INSTANCE) -> dict[str, object]:
-    """/testbed as the published image holds it, and the row (its gold and test patches)."""
-    for rel, text in FILES.items():
+def _first_commit(testbed: pathlib.Path, files: dict[str, str], message: str) -> None:
+    for rel, text in files.items():
         (testbed / rel).parent.mkdir(parents=True, exist_ok=True)
         (testbed / rel).write_text(text)
     _git(testbed, "init", "-q", "-b", "main")
     _git(testbed, "add", "-A")
-    _git(testbed, "commit", "-qm", "base")
+    _git(testbed, "commit", "-qm", message)
+
+
+def repository(testbed: pathlib.Path, instance: str = INSTANCE) -> dict[str, object]:
+    """/testbed as the published image holds it, and the row (its gold and test patches)."""
+    _first_commit(testbed, FILES, "base")
     patch = _diff(testbed, "calc/ops.py", FIXED_OPS)
-    tests = TESTS.replace("import add\n", "import add, sub\n")
-    test_patch = _diff(testbed, "tests/test_ops.py", tests + TEST_SUB)
+    test_patch = _diff(testbed, "tests/test_ops.py", TESTS_WITH_SUB)
     (testbed / "tests" / "data.txt").write_text("built\n")  # untracked, on the test side
     return {
         "repo": "forge/calc",
@@ -116,13 +122,8 @@ def smith_repository(testbed: pathlib.Path) -> dict[str, object]:
     """/testbed as a SWE-smith image holds it: main clean (its tests include the failing one),
     the instance branch one commit on top with the bug, an `origin` (a bare clone at
     /opt/origin.git in the image); and the row (its patch: the bug, which the oracle reverses)."""
-    tests = TESTS.replace("import add\n", "import add, sub\n") + TEST_SUB
-    for rel, text in {**FILES, "calc/ops.py": FIXED_OPS, "tests/test_ops.py": tests}.items():
-        (testbed / rel).parent.mkdir(parents=True, exist_ok=True)
-        (testbed / rel).write_text(text)
-    _git(testbed, "init", "-q", "-b", "main")
-    _git(testbed, "add", "-A")
-    _git(testbed, "commit", "-qm", "clean")
+    clean = {**FILES, "calc/ops.py": FIXED_OPS, "tests/test_ops.py": TESTS_WITH_SUB}
+    _first_commit(testbed, clean, "clean")
     _git(testbed, "checkout", "-q", "-b", SMITH_INSTANCE)
     (testbed / "calc/ops.py").write_text(OPS)
     _git(testbed, "commit", "-qam", "bug")
