@@ -214,6 +214,18 @@ def test_health_stats_and_pass_through_routes(stub_gateway, http, post) -> None:
     assert stats["traces_written"] == 1 and stats["prompt_count"]["n"] == 1
     write, overhead = stats["trace_write"], stats["gateway_overhead"]
     assert write["n"] == 1 and 0 < write["p50_ms"] <= overhead["p50_ms"]  # a part of it
+    assert stats["disk_calls"]["inline"] == 1 and stats["disk_calls"]["thread"] == 0
+
+
+def test_fsynced_traces_are_written_in_the_disk_thread(stub, tmp_path, http, post, gateway_at):
+    """fsync blocks for the disk's flush: never on the loop."""
+    with gateway_at(stub[0], tmp_path / "t", fsync=True) as (url, _):
+        for _ in range(2):
+            post(f"{url}/sessions/s1/v1/chat/completions", chat_body(5, max_tokens=1))
+        stats = json.loads(http("GET", f"{url}/stats")[1])
+    assert stats["traces_written"] == 2
+    assert stats["disk_calls"] == {"inline": 0, "thread": 2, "stalls": 0}
+    assert [t.seq for t in read_traces(tmp_path / "t", "s1")] == [0, 1]
 
 
 def test_health_reports_a_dead_upstream(stub, tmp_path, http, gateway_at) -> None:

@@ -259,12 +259,17 @@ class Gateway:
         self.stats.overhead_ms.append((time.perf_counter() - call.clock) * 1000 - call.upstream_ms)
 
     async def record(self, call: Call, model: str, records: list[dict[str, Any]]) -> list[int]:
-        """Write the call's traces in the disk thread (never on the event loop); their seqs.
+        """Write the call's traces; their seqs. An append without fsync runs on the loop when
+        the disk thread is idle and no append stalled lately (`DiskThread.run_small`); with
+        fsync, or behind queued work, in the disk thread.
 
         Raises OSError when a write failed (the caller withholds the answer)."""
         write = partial(self._record, call, model, records)
         clock_write = time.perf_counter()
-        seqs = await self.disk.run(write)
+        if self.config.fsync:
+            seqs = await self.disk.run(write)
+        else:
+            seqs = await self.disk.run_small(write)
         self.stats.trace_ms.append((time.perf_counter() - clock_write) * 1000)
         if self.trace_error is not None:
             log.warning("trace writes succeed again (after: %s)", self.trace_error)
@@ -412,7 +417,7 @@ class Gateway:
         return json_response(200 if healthy else 503, body)
 
     async def stats_view(self, request: web.Request) -> web.Response:
-        return json_response(200, self.stats.summary())
+        return json_response(200, {**self.stats.summary(), "disk_calls": dict(self.disk.counts)})
 
     async def not_a_session(self, request: web.Request) -> web.Response:
         message = (

@@ -2,8 +2,10 @@
 
 Latencies per answered call: `prompt_count` (from the request's arrival to its exact prompt
 length: body, parse, render or count), `upstream` (the model call), `gateway_overhead` (the
-whole handler less the model call) and, within it, `trace_write` (the trace write awaited in
-the disk thread, hand-offs included: the answer waits for it).
+whole handler less the model call) and, within it, `trace_write` (the awaited trace write,
+on the loop or in the disk thread with its hand-offs: the answer waits for it). `/stats` adds
+`disk_calls`: how many file calls (trace writes, a session's traces read after a restart) ran
+inline on the loop and in the disk thread, and how many inline ones stalled.
 """
 
 from __future__ import annotations
