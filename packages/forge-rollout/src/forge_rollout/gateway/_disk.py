@@ -11,11 +11,12 @@ either way with hot caches), and every 32K-token gateway call waits for one.
 `await disk.run_small(fn, *args)` is for a call that is quick unless the disk stalls (a trace
 line's append without fsync): it runs `fn` on the loop's own thread when nothing is queued for
 the thread (so order holds) and no such call stalled lately; else it goes through `run`. An
-inline call slower than `stall_s` sends the next ones to the thread for `pause_s`: a disk that
-stalls blocks the loop once per pause, not on every call. The hand-off it saves is most of an
-awaited trace write after the process idled: at 32K-token prompts and 8 sessions on the dev VM
-the awaited write took 0.40-0.41 ms p50 through the thread and 0.16 ms inline, the gateway's
-added p50 2.93-2.99 ms against 2.68-2.73 ms (paired standalone runs of `bench_gateway_32k`).
+inline call slower than `stall_s` (50 ms) sends the next ones to the thread for `pause_s`
+(10 s): a disk that stalls blocks the loop once per pause, not on every call. The hand-off
+it saves is most of an awaited trace write after the process idled: at 32K-token prompts and
+8 sessions on the dev VM the awaited write took 0.40-0.41 ms p50 through the thread and 0.16
+ms inline, the gateway's added p50 2.93-2.99 ms against 2.68-2.73 ms (paired standalone runs
+of `bench_gateway_32k`).
 
 Work runs even when its awaiting task is cancelled (a client that went away: its trace is
 still written, as before). `shutdown` runs everything already submitted, then stops the
@@ -36,7 +37,10 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 _STOP = object()
-STALL_S = 0.005  # an inline call slower than this: the disk stalls (or the VM did)
+# an inline call slower than this: the disk stalls. Not 5 ms: in a full `nox -s bench` on the
+# dev VM 3 of 79 inline appends took longer (a collector's pass or the VM's own pause falls
+# inside a call as well), and their pauses sent 452 of 528 calls to the thread
+STALL_S = 0.05
 PAUSE_S = 10.0  # then calls go to the thread for this long
 
 
