@@ -36,11 +36,13 @@ from nox_support import (  # noqa: E402
     DockerDaemon,
     export,
     find_links_args,
+    imported_tasks,
     install_torch_plan,
     install_workspace,
     k8s_api,
     no_container_left,
     no_pod_left,
+    oracle_and_nop,
     pipeline_vllm,
     pytest_every_test_runs,
     side_venv,
@@ -351,10 +353,11 @@ def k8s(session: nox.Session) -> None:
     """The Kubernetes backend against the in-process API server (real wire protocol), its pods
     real containers from the pods' images on a Docker daemon (tools/docker_daemon.py, as in
     `docker`): its tests plus test_k8s_docker_pods.py (none may skip), oracle 12/12 and NOP 0/12
-    over the demo tasks in image form (repository in root-owned /testbed), then a ppo_smoke on
-    smoke-k8s-local (it reads the bundled workspace-form demo tasks, so a second server builds
-    those images) judged by `forge-gates verify`; `k8s gc` finds no pod or policy after each,
-    and each server exits with no pod left and none of its containers on the daemon."""
+    over the demo tasks in image form (repository in root-owned /testbed), oracle 3/3 and NOP
+    0/3 over `forge-data import`'s SWE-bench/smith/Gym-shaped tasks (as in `docker`; pods as
+    the sandbox uid), then a ppo_smoke on smoke-k8s-local (the workspace-form demo tasks, so a
+    third server builds those images) judged by `forge-gates verify`; `k8s gc` finds no pod or
+    policy after each, and each server exits with no pod left and none of its containers."""
     install_workspace(session)
     tmp = pathlib.Path(session.create_tmp()) / stamp()
     with DockerDaemon(session, tmp, f"nox-{tmp.name}") as daemon:
@@ -365,17 +368,21 @@ def k8s(session: nox.Session) -> None:
         images = shutil.copytree(tmp / "tasks", tmp / "image-tasks")
         session.run("python", docker_daemon.__file__, "image-form", str(images))
         with k8s_api(session, images, tmp / "api-jobs", env, "docker") as (config, _):
-            for agent in ("oracle", "nop"):  # exit 0 only when every reward is 1 / 0
-                session.run("forge-sandbox", agent, str(images), "--out", str(tmp / agent),
-                            "--backend", "kubernetes", "--k8s-config", config)  # fmt: skip
+            oracle_and_nop(session, images, tmp, "--backend", "kubernetes", "--k8s-config", config)
             no_pod_left(session, config, "the oracle and NOP jobs")
+        swe, swe_env = imported_tasks(session, tmp / "imported", env)
+        with k8s_api(session, swe, tmp / "api-swe", swe_env, "docker") as (config, _):
+            oracle_and_nop(session, swe, swe.parent, "--backend", "kubernetes", "--k8s-config",
+                           config)  # fmt: skip
+            no_pod_left(session, config, "the imported tasks' oracle and NOP jobs")
         with k8s_api(session, tmp / "tasks", tmp / "api-smoke", env, "docker") as (config, _):
             run_dir = f"runs/k8s/{stamp()}-ppo_smoke"
             train(session, "smoke-k8s-local", run_dir, "smoke",
                   env={"FORGE_KUBERNETES_CONFIG": config})  # fmt: skip
             no_pod_left(session, config, "the ppo_smoke")
     session.log(
-        f"K8S_SESSION ok: pods as containers, oracle 12/12, nop 0/12 (image form), smoke verified "
+        f"K8S_SESSION ok: pods as containers, oracle 12/12, nop 0/12 (image form), imported "
+        f"SWE-bench/smith/Gym tasks oracle 3/3 nop 0/3, smoke verified "
         f"({run_dir}), no pod or container left"
     )
 
@@ -397,23 +404,15 @@ def docker(session: nox.Session) -> None:
         pytest_every_test_runs(session, str(ROOT / "packages/forge-sandbox/docker_tests"), env=env)
         session.run("forge-data", "demo-tasks", "--out", str(tmp / "tasks"))
         session.run("python", docker_daemon.__file__, "image-form", str(tmp / "tasks"))
-        for agent in ("oracle", "nop"):  # exit 0 only when every reward is 1 (oracle) / 0 (nop)
-            session.run("forge-sandbox", agent, str(tmp / "tasks"), "--out", str(tmp / agent),
-                        "--backend", "docker", env=env)  # fmt: skip
+        oracle_and_nop(session, tmp / "tasks", tmp, "--backend", "docker", env=env)
         # a synthesized task's own Dockerfile (apt on the host's network when the base lacks it)
         synth, synth_env = tmp / "synth", docker_daemon.synth_env(env)
         project = ROOT / "packages/forge-data/tests/fixtures/synth_project"
         session.run("forge-data", "synth", str(project), "--out", str(synth), "--max-tasks", "2",
                     "--no-validate")  # fmt: skip
-        for agent in ("oracle", "nop"):
-            session.run("forge-sandbox", agent, str(synth), "--out", str(tmp / f"synth-{agent}"),
-                        "--backend", "docker", env=synth_env)  # fmt: skip
-        swe = tmp / "imported"  # `forge-data import`'s SWE-bench, SWE-smith, SWE-Gym tasks
-        session.run("python", str(ROOT / "tools/swebench_image.py"), str(swe), env=env)
-        swe_env = {**env, "FORGE_DOCKER_CONFIG": str(swe / "docker.toml")}
-        for agent in ("oracle", "nop"):
-            session.run("forge-sandbox", agent, str(swe / "tasks"), "--out", str(swe / agent),
-                        "--backend", "docker", env=swe_env)  # fmt: skip
+        oracle_and_nop(session, synth, tmp / "synth-jobs", "--backend", "docker", env=synth_env)
+        swe, swe_env = imported_tasks(session, tmp / "imported", env)
+        oracle_and_nop(session, swe, swe.parent, "--backend", "docker", env=swe_env)
         no_container_left(session, env, "the oracle and NOP jobs")
         run_dir = f"runs/docker/{stamp()}-ppo_smoke"
         train(session, "smoke-docker-local", run_dir, "smoke", env=env)
@@ -438,7 +437,7 @@ def synth(session: nox.Session) -> None:
     tmp = pathlib.Path(session.create_tmp())
     for agent in ("oracle", "nop"):
         shutil.rmtree(tmp / agent, ignore_errors=True)
-        session.run("forge-sandbox", agent, str(split / "tasks"), "--out", str(tmp / agent))
+    oracle_and_nop(session, split / "tasks", tmp)
 
 
 SMOLLM2_CACHE = str(CACHE)

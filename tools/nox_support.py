@@ -252,6 +252,21 @@ def no_container_left(session: Any, env: dict[str, str], after: str) -> None:
         session.error(f"expected no container left after {after}; gc found {gc}")
 
 
+def oracle_and_nop(session: Any, tasks: pathlib.Path, out: pathlib.Path, *args: str, env=None):
+    """`forge-sandbox oracle` then `nop` over `tasks` (jobs in out/oracle, out/nop; `args`: the
+    backend's): each exits 0 only when every reward is 1 (oracle) / 0 (nop)."""
+    for agent in ("oracle", "nop"):
+        session.run("forge-sandbox", agent, str(tasks), "--out", str(out / agent), *args, env=env)
+
+
+def imported_tasks(session: Any, out: pathlib.Path, env: dict[str, str]):
+    """tools/swebench_image.py OUT on the daemon `env` names: `forge-data import`'s SWE-bench-,
+    SWE-smith- and SWE-Gym-shaped tasks, FROM images built here; (OUT/tasks, `env` with the
+    DockerConfig that rewrites each published name to its image)."""
+    session.run("python", str(ROOT / "tools/swebench_image.py"), str(out), env=env)
+    return out / "tasks", {**env, "FORGE_DOCKER_CONFIG": str(out / "docker.toml")}
+
+
 def no_pod_left(session: Any, config: str, after: str) -> None:
     """`forge-sandbox k8s gc` lists by the session's owner label and deletes what it finds."""
     out = session.run("forge-sandbox", "k8s", "gc", "--k8s-config", config, silent=True)

@@ -1,5 +1,5 @@
 """SWE-bench-, SWE-smith- and SWE-Gym-shaped published images on the session's daemon, for
-`nox -s docker`.
+`nox -s docker` and `nox -s k8s` (`nox_support.imported_tasks`).
 
 One row of each kind, which `forge-data import` turns into task folders whose Dockerfiles build
 FROM the rows' published names, so that the importer's image step (SWE-smith's checkout of the
