@@ -79,25 +79,36 @@ def attack_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_every_attack_class_scores_0_on_docker(
-    api: object, config: DockerConfig, attack_root: Path, tmp_path: Path
-) -> None:
-    tasks = discover_tasks(attack_root)
+def _oracle_on_docker(
+    config: DockerConfig, root: Path, job: Path, limits: dict[str, Any], **options: Any
+) -> tuple[Any, list[Any]]:
+    """The oracle over every task under `root` on Docker (`limits` on each sandbox); (the
+    job's summary, the containers its backend left)."""
+    tasks = discover_tasks(root)
     backend = DockerBackend(config, tasks=tasks)
     try:
         summary = asyncio.run(
             run_job(
                 tasks,
-                tmp_path / "job",
+                job,
                 "oracle",
-                verifier_timeout_s=30,
-                make_sandbox=lambda spec: backend(spec.model_copy(update=RESOURCE_LIMITS)),
+                make_sandbox=lambda spec: backend(spec.model_copy(update=limits)),
+                **options,
             )
         )
     finally:
         left = backend.list_containers()
         backend.gc()
         backend.close()
+    return summary, left
+
+
+def test_every_attack_class_scores_0_on_docker(
+    api: object, config: DockerConfig, attack_root: Path, tmp_path: Path
+) -> None:
+    summary, left = _oracle_on_docker(
+        config, attack_root, tmp_path / "job", RESOURCE_LIMITS, verifier_timeout_s=30
+    )
     _judge(summary)
     assert left == [], f"containers left behind: {left}"
 
@@ -154,23 +165,10 @@ def js_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_every_js_attack_scores_0_on_docker(
     api: object, config: DockerConfig, js_tasks: Path, tmp_path: Path
 ) -> None:
-    tasks = discover_tasks(js_tasks)
-    backend = DockerBackend(config.model_copy(update={"build_network": "host"}), tasks=tasks)
-    try:
-        summary = asyncio.run(
-            run_job(
-                tasks,
-                tmp_path / "job",
-                "oracle",
-                concurrency=2,
-                verifier_timeout_s=120,
-                make_sandbox=backend,
-            )
-        )
-    finally:
-        left = backend.list_containers()
-        backend.gc()
-        backend.close()
+    summary, left = _oracle_on_docker(
+        config.model_copy(update={"build_network": "host"}), js_tasks, tmp_path / "job", {},
+        concurrency=2, verifier_timeout_s=120,
+    )  # fmt: skip
     assert set(summary.rewards) == JS_FIXES | set(red_team_js.ATTACKS) | set(
         red_team_js.TEST_SIDE_ATTACKS
     )
